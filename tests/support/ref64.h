@@ -1,0 +1,40 @@
+/*
+ * ref64.h — the trunk in double precision: the oracle that tests and the
+ * conformance runner compare every plugin against. Inputs are float (what a
+ * plugin sees), all arithmetic is double, with libm's expm1. Host memory.
+ * Layouts as in abi/auxtrunk.h.
+ */
+#ifndef AUXTRUNK_TEST_REF64_H
+#define AUXTRUNK_TEST_REF64_H
+
+#include <stddef.h>
+
+typedef struct ref64_dims {
+    int enc, h1, h2, aux;
+} ref64_dims_t;
+
+/* Float parameter views (host memory). */
+typedef struct ref64_params {
+    const float *w1, *b1, *w2, *b2, *w3, *b3;
+} ref64_params_t;
+
+/* out [B, AUX]; h1 [B, H1] and h2 [B, H2] may be NULL if not wanted. */
+void ref64_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch,
+                   double *h1, double *h2, double *out);
+
+/* Gradients of sum(out ⊙ dout) for the six parameters (double, layouts of the
+ * parameters). Allocates its own scratch; returns 0, or -1 on out of memory. */
+int ref64_backward(ref64_dims_t d, const ref64_params_t *p, const float *x, const float *dout,
+                   int batch, double *dw1, double *db1, double *dw2, double *db2, double *dw3,
+                   double *db3);
+
+/* The scalar loss L = sum(out ⊙ dout) in double, for finite differences. */
+double ref64_loss(ref64_dims_t d, const ref64_params_t *p, const float *x, const float *dout,
+                  int batch);
+
+/* Error measure used by every numeric check: max_i |got_i - ref_i| divided
+ * by max_i |ref_i| (1 if that is 0): the worst error relative to the tensor's
+ * scale. NaN or Inf anywhere in got gives +inf. */
+double ref64_max_rel_err(const float *got, const double *ref, size_t n);
+
+#endif
