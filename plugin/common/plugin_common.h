@@ -1,0 +1,113 @@
+/*
+ * plugin_common.h — what every auxtrunk plugin shares, whatever its kernels:
+ * the status table, ABI negotiation, config reading, the handle header (magic,
+ * dims, recorded forward, last-error text) and argument validation in the
+ * ABI's documented order. Plain C11, host code only; never prints or exits.
+ *
+ * Validation guarantees the ABI's error rule: a plugin calls atp_check_* first
+ * and writes nothing unless it returns AUXTRUNK_OK.
+ *
+ * Internal prefix: atp_ (auxtrunk plugin). Nothing here is exported: plugins
+ * build with hidden visibility and a version script.
+ */
+#ifndef AUXTRUNK_PLUGIN_COMMON_H
+#define AUXTRUNK_PLUGIN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auxtrunk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Topology of a handle, read from auxtrunk_config_t. */
+typedef struct atp_dims {
+    int32_t enc, h1, h2, aux;
+    int32_t max_batch;
+} atp_dims_t;
+
+#define ATP_MAGIC_LIVE UINT32_C(0x41555854) /* "AUXT" */
+#define ATP_MAGIC_DEAD UINT32_C(0xDEADA0A0)
+#define ATP_ERROR_TEXT 256
+
+/* First member of every plugin's struct auxtrunk_handle. */
+typedef struct atp_handle_base {
+    uint32_t magic;         /* ATP_MAGIC_LIVE while alive; DEAD after destroy */
+    uint32_t config_flags;  /* AUXTRUNK_CONFIG_* accepted at init */
+    atp_dims_t dims;
+    int32_t device;         /* as given in the config (-1 = current) */
+    int32_t recorded_batch; /* batch of the last training forward; 0 = none */
+    char last_error[ATP_ERROR_TEXT];
+} atp_handle_base_t;
+
+/* A memory-space check for pointer arguments. Returns AUXTRUNK_OK if
+ * [ptr, ptr + bytes) is usable by the plugin, else a status (normally
+ * AUXTRUNK_E_MEMORY_SPACE) and a short reason in why (may be left empty).
+ * NULL space = host memory, nothing to check. */
+typedef struct atp_space {
+    int32_t (*check)(void *ctx, const void *ptr, size_t bytes, char *why, size_t why_len);
+    void *ctx;
+} atp_space_t;
+
+/* The AUXTRUNK_STATUS_MAP message of s, or "unknown status". */
+const char *atp_status_string(int32_t s);
+
+/* Implements auxtrunk_plugin_entry for a plugin whose full table is *mine
+ * (mine->struct_size = sizeof(auxtrunk_api_t), mine->abi_version = the highest
+ * version it speaks). Negotiation and table-filling rules: abi/auxtrunk.h. */
+int32_t atp_negotiate(const auxtrunk_host_info_t *host, auxtrunk_api_t *api,
+                      const auxtrunk_api_t *mine);
+
+/* Reads and validates a config: struct size rules, flags against
+ * supported_flags (E_FLAGS), widths and max_batch against the limits and the
+ * element-count overflow rule (E_DIMENSION). On OK fills the three outputs. */
+int32_t atp_config_read(const auxtrunk_config_t *config, uint32_t supported_flags,
+                        atp_dims_t *dims, uint32_t *flags, int32_t *device);
+
+/* Fills a fresh handle header (magic live, no record, empty error). */
+void atp_handle_base_init(atp_handle_base_t *base, const atp_dims_t *dims, uint32_t flags,
+                          int32_t device);
+
+/* AUXTRUNK_OK if h is non-NULL and its magic is live, else E_NULL_POINTER /
+ * E_BAD_HANDLE. Reads only the magic. */
+int32_t atp_check_handle(const void *h);
+
+/* Records status and a printf-style detail as the handle's last error and
+ * returns status. base may be NULL (then only returns status). */
+int32_t atp_fail(atp_handle_base_t *base, int32_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Clears the last error (called by an entry that succeeds). */
+void atp_ok(atp_handle_base_t *base);
+
+/* Validates forward/infer arguments in this order: NULL pointers, params
+ * struct size and reserved field, flags, batch range, memory space of every
+ * pointer (if space != NULL), aliasing of out with x and each parameter.
+ * Returns the first failing status (recorded with detail), else OK. */
+int32_t atp_check_forward(atp_handle_base_t *base, const auxtrunk_params_t *params,
+                          const float *x, int32_t batch, const float *out, uint32_t flags,
+                          const atp_space_t *space);
+
+/* Validates backward arguments: NULL pointers, params/grads struct sizes and
+ * reserved fields, flags, batch range, a recorded forward (E_NO_FORWARD), its
+ * batch (E_BATCH_MISMATCH), memory space, then aliasing: the six gradient
+ * buffers must not overlap each other, x, dout or any parameter. */
+int32_t atp_check_backward(atp_handle_base_t *base, const auxtrunk_params_t *params,
+                           const float *x, const float *dout, int32_t batch,
+                           const auxtrunk_grads_t *grads, uint32_t flags,
+                           const atp_space_t *space);
+
+/* Validates memory_usage's output struct (size rules) and zero-fills it up to
+ * its struct_size. */
+int32_t atp_check_memory_out(auxtrunk_memory_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AUXTRUNK_PLUGIN_COMMON_H */
