@@ -1,0 +1,75 @@
+/*
+ * cpu_trunk.h — the auxtrunk trunk on the CPU, in the canonical order of
+ * abi/auxtrunk_canon.h, bit for bit. Math only: dims, raw float pointers and a
+ * caller-owned workspace; it knows nothing of the ABI structs, statuses or
+ * validation (the plugin in plugin/cpu/ does that first).
+ *
+ * Shape letters: B batch, ENC, H1, H2, AUX. Layouts as in abi/auxtrunk.h:
+ * dense row-major, weights stored [in, out]. All pointers are host memory;
+ * outputs must not overlap inputs or each other. No function allocates,
+ * prints or fails.
+ */
+#ifndef AUXTRUNK_CPU_TRUNK_H
+#define AUXTRUNK_CPU_TRUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cpu_dims {
+    int32_t enc, h1, h2, aux;
+} cpu_dims_t;
+
+typedef struct cpu_params {
+    const float *w1; /* [ENC, H1] */
+    const float *b1; /* [H1] */
+    const float *w2; /* [H1, H2] */
+    const float *b2; /* [H2] */
+    const float *w3; /* [H2, AUX] */
+    const float *b3; /* [AUX] */
+} cpu_params_t;
+
+typedef struct cpu_grads {
+    float *dw1; /* [ENC, H1] */
+    float *db1; /* [H1] */
+    float *dw2; /* [H1, H2] */
+    float *db2; /* [H2] */
+    float *dw3; /* [H2, AUX] */
+    float *db3; /* [AUX] */
+} cpu_grads_t;
+
+/* Training forward: h1 [B, H1], h2 [B, H2] (kept for backward) and out [B, AUX]
+ * from x [B, ENC]. */
+void cpu_trunk_forward(cpu_dims_t d, const cpu_params_t *p, const float *x, int32_t batch,
+                       float *h1, float *h2, float *out);
+
+/* Floats of scratch cpu_trunk_infer needs (independent of the batch). */
+size_t cpu_trunk_infer_workspace(cpu_dims_t d);
+
+/* Inference forward: out [B, AUX] only, the same bits as cpu_trunk_forward;
+ * hidden activations live in ws (cpu_trunk_infer_workspace floats). */
+void cpu_trunk_infer(cpu_dims_t d, const cpu_params_t *p, const float *x, int32_t batch,
+                     float *out, float *ws);
+
+/* Floats of workspace cpu_trunk_backward needs for any batch up to max_batch:
+ * O(log2(max_batch / AUXTRUNK_CANON_CHUNK) * parameter count + CHUNK * (H1 + H2)),
+ * never proportional to the batch. */
+size_t cpu_trunk_backward_workspace(cpu_dims_t d, int32_t max_batch);
+
+/* Backward of the forward that produced h1, h2 from x (same params): the six
+ * gradients of sum(out ⊙ dout), dout [B, AUX]. accumulate = 0: each gradient
+ * element is overwritten; else g = g + result (one addition, after the
+ * canonical sum is complete). ws holds cpu_trunk_backward_workspace(d, M)
+ * floats for some M >= batch. */
+void cpu_trunk_backward(cpu_dims_t d, const cpu_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *dout, int32_t batch, const cpu_grads_t *g,
+                        int accumulate, float *ws);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AUXTRUNK_CPU_TRUNK_H */
