@@ -1,0 +1,309 @@
+/*
+ * test_cuda_scan.c — the CUDA plugins' checks that need no GPU, so CI runs
+ * them: no atomic or reduction-to-memory instruction in the kernels' PTX (and
+ * in the plugin's SASS where cuobjdump exists), no dx-style symbol in the
+ * kernel and plugin sources, one exported symbol, and fixtures proving each
+ * scanner fails when it should.
+ *
+ * Usage (one ctest entry per mode):
+ *   test_cuda_scan fixtures
+ *   test_cuda_scan ptx FILE.ptx...
+ *   test_cuda_scan ptx-fixture FILE.ptx        PTX that must hold atomics
+ *   test_cuda_scan source FILE...
+ *   test_cuda_scan sass CUOBJDUMP PLUGIN.so     exit 77 (skip) without cuobjdump
+ *   test_cuda_scan symbols NM PLUGIN.so
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "scan.h"
+
+#define SKIP_EXIT 77
+
+static char **g_files; /* the mode's arguments */
+static int g_nfiles;
+
+/* The kernels every scan must have seen, so a scan of the wrong file (or of
+ * nothing) cannot pass. */
+static const char *const kernel_names[] = {"layer_forward_kernel", "dh_pre_kernel",
+                                           "dw_reduce_kernel", "db_reduce_kernel"};
+#define N_KERNEL_NAMES (sizeof kernel_names / sizeof kernel_names[0])
+
+static char *read_or_fail(const char *path)
+{
+    char *text = scan_read_file(path);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    ck_assert_msg(text[0] != '\0', "%s is empty", path);
+    return text;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Fixtures: every scanner must find what is planted and nothing else        */
+
+START_TEST(ptx_scanner_catches_atomics)
+{
+    static const struct {
+        const char *text;
+        int expect;
+    } cases[] = {
+        {"\tatom.global.add.f32 \t%f1, [%rd1], %f2;\n", 1},
+        {"\t@%p1 red.global.add.f32 \t[%rd1], %f2;\n", 1},
+        {"$L__BB0_3:\n\tatom.shared.cas.b32 %r1, [%r2], %r3, %r4;\n", 1},
+        {"\tcp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd1], [%r1], 16;\n", 1},
+        {"\tmultimem.red.relaxed.gpu.global.add.f32 [%rd1], %f1;\n", 1},
+        {"\t{ .reg .pred p; atom.global.exch.b32 %r1, [%rd2], %r3; }\n", 1},
+        {"\tld.shared.f32 %f1, [%r1];\n\tfma.rn.f32 %f2, %f1, %f1, %f2;\n", 0},
+        /* "shared.f32" holds the letters "red." but is no opcode */
+        {"\tst.shared.f32 [%r4], %f23;\n", 0},
+        {"\tredux.sync.add.s32 %r1, %r2, -1;\n", 0},
+        {"\t// atom.global.add.f32 in a comment\n\tadd.rn.f32 %f1, %f2, %f3;\n", 0},
+        {"\t/* red.global.add.f32 [%rd1], %f2; */ mov.f32 %f1, %f2;\n", 0},
+        {".visible .entry red_kernel(\n\t.param .u64 red_param_0\n)\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char first[256] = "";
+        int n = scan_ptx_atomics(cases[i].text, first, sizeof first);
+        ck_assert_msg(n == cases[i].expect, "PTX fixture %zu: %d findings, expected %d (%s)", i,
+                      n, cases[i].expect, first);
+    }
+}
+END_TEST
+
+START_TEST(sass_scanner_catches_atomics)
+{
+    static const struct {
+        const char *text;
+        int expect;
+    } cases[] = {
+        {"        /*0090*/                   ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, R2, [R2.64], R5 ;"
+         "   /* 0x000fe200099ef384 */\n", 1},
+        {"        /*00a0*/               @P0 RED.E.ADD.F32.FTZ.RN.STRONG.GPU [R2.64], R5 ;\n", 1},
+        {"        /*00b0*/                   ATOMS.ADD R1, [R2], R3 ;\n", 1},
+        {"        /*00c0*/                   REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R5 ;\n",
+         1},
+        {"        /*00d0*/                   ATOM.E.ADD.STRONG.GPU PT, R0, [R2.64], R5 ;\n", 1},
+        {"        /*00e0*/                   UTMAREDG.2D.ADD [UR4], [UR6] ;\n", 1},
+        {"        /*0000*/                   REDUX.SUM UR4, R2 ;\n", 0},
+        {"        /*0010*/                   FFMA R1, R2, R3, R4 ;     /* 0x0000000302017223 */\n"
+         "                                                             /* 0x004fca0000000004 */\n",
+         0},
+        {"\t\tFunction : _ZN16dw_reduce_kernelEPKfS1_iiiiPf\n\t.headerflags @\"EF_CUDA_SM90\"\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char first[256] = "";
+        int n = scan_sass_atomics(cases[i].text, first, sizeof first);
+        ck_assert_msg(n == cases[i].expect, "SASS fixture %zu: %d findings, expected %d (%s)", i,
+                      n, cases[i].expect, first);
+    }
+}
+END_TEST
+
+START_TEST(source_scanner_catches_dx)
+{
+    static const struct {
+        const char *text;
+        int expect;
+    } cases[] = {
+        {"__global__ void k(const float *x, float *dx_in) {}\n", 1},
+        {"void f(float *dx_in_out);\n", 1},
+        {"float *dX = 0;\n", 1},
+        {"float *dx = p;\n", 1},
+        {"float *grad_x = p;\n", 1},
+        {"float *x_grad = p, *d_x = q;\n", 2},
+        {"float *dxIn;\n", 1},
+        /* prose and literals about the rule are not code */
+        {"/* the kernels never write dx_in */\nint a;\n", 0},
+        {"// no grad_x here\nint a;\n", 0},
+        {"const char *s = \"dx_in\"; char c = 'x';\n", 0},
+        {"/* a\n * multi-line dx\n */ float *dh2, *dw, *db, *dout, idx;\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char first[256] = "";
+        int n = scan_source_dx(cases[i].text, first, sizeof first);
+        ck_assert_msg(n == cases[i].expect, "source fixture %zu: %d findings, expected %d (%s)",
+                      i, n, cases[i].expect, first);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* The real files                                                            */
+
+START_TEST(ptx_has_no_atomics)
+{
+    ck_assert_msg(g_nfiles > 0, "no PTX files given");
+    int entries = 0, seen[N_KERNEL_NAMES] = {0};
+    for (int f = 0; f < g_nfiles; f++) {
+        char *ptx = read_or_fail(g_files[f]);
+        char first[256] = "";
+        int n = scan_ptx_atomics(ptx, first, sizeof first);
+        ck_assert_msg(n == 0, "%s: %d atomic/reduction instructions, first at %s", g_files[f], n,
+                      first);
+        entries += scan_count(ptx, ".entry ");
+        for (size_t k = 0; k < N_KERNEL_NAMES; k++)
+            seen[k] += scan_count(ptx, kernel_names[k]);
+        free(ptx);
+    }
+    printf("PTX scan: %d files, %d kernel entries, no atomics\n", g_nfiles, entries);
+    ck_assert_msg(entries >= (int)N_KERNEL_NAMES, "only %d .entry in the PTX", entries);
+    for (size_t k = 0; k < N_KERNEL_NAMES; k++)
+        ck_assert_msg(seen[k] > 0, "kernel %s not found in the PTX", kernel_names[k]);
+}
+END_TEST
+
+/* nvcc's own output for kernels that use atomics: the scan must see them. */
+START_TEST(ptx_scan_catches_real_atomics)
+{
+    ck_assert_msg(g_nfiles > 0, "no PTX files given");
+    for (int f = 0; f < g_nfiles; f++) {
+        char *ptx = read_or_fail(g_files[f]);
+        char first[256] = "";
+        int n = scan_ptx_atomics(ptx, first, sizeof first);
+        ck_assert_msg(n >= 3, "%s: the scan found %d atomics, the fixture has at least 3",
+                      g_files[f], n);
+        printf("PTX fixture scan: %d atomics found in %s, first at %s\n", n, g_files[f], first);
+        free(ptx);
+    }
+}
+END_TEST
+
+START_TEST(sources_have_no_dx_symbol)
+{
+    ck_assert_msg(g_nfiles > 0, "no source files given");
+    for (int f = 0; f < g_nfiles; f++) {
+        char *src = read_or_fail(g_files[f]);
+        char first[256] = "";
+        int n = scan_source_dx(src, first, sizeof first);
+        ck_assert_msg(n == 0, "%s: %d dx-style symbols in code, first at %s", g_files[f], n,
+                      first);
+        free(src);
+    }
+    printf("source scan: %d files, no dx-style symbol in code\n", g_nfiles);
+}
+END_TEST
+
+static char *shell_quoted(const char *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "'%s'", s); /* build paths hold no quote */
+    return buf;
+}
+
+START_TEST(sass_has_no_atomics)
+{
+    char tool[1024], lib[1024], cmd[2200];
+    snprintf(cmd, sizeof cmd, "%s --dump-sass %s 2>&1",
+             shell_quoted(g_files[0], tool, sizeof tool), shell_quoted(g_files[1], lib, sizeof lib));
+    int status = 0;
+    char *sass = scan_read_command(cmd, &status);
+    ck_assert_msg(sass != NULL, "cannot run %s", cmd);
+    ck_assert_msg(status == 0, "%s exited with %d:\n%.2000s", cmd, status, sass);
+    char first[256] = "";
+    int n = scan_sass_atomics(sass, first, sizeof first);
+    int functions = scan_count(sass, "Function : ");
+    ck_assert_msg(n == 0, "%s: %d atomic/reduction instructions in the SASS, first at %s",
+                  g_files[1], n, first);
+    for (size_t k = 0; k < N_KERNEL_NAMES; k++)
+        ck_assert_msg(scan_count(sass, kernel_names[k]) > 0, "kernel %s not in the SASS",
+                      kernel_names[k]);
+    printf("SASS scan: %d functions, no atomics\n", functions);
+    free(sass);
+}
+END_TEST
+
+START_TEST(exports_only_the_entry)
+{
+    char tool[1024], lib[1024], cmd[2200];
+    snprintf(cmd, sizeof cmd, "%s -D --defined-only %s",
+             shell_quoted(g_files[0], tool, sizeof tool), shell_quoted(g_files[1], lib, sizeof lib));
+    int status = 0;
+    char *out = scan_read_command(cmd, &status);
+    ck_assert_msg(out != NULL && status == 0, "%s failed (%d)", cmd, status);
+    int entry = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        /* "ADDRESS TYPE NAME[@[@]VERSION]" */
+        char type = 0, name[512] = "";
+        if (sscanf(line, "%*s %c %511s", &type, name) != 2)
+            continue;
+        char *at = strchr(name, '@');
+        if (at)
+            *at = '\0';
+        if (type == 'A') /* the version node of abi/plugin.map (AUXTRUNK_1) */
+            continue;
+        if (strcmp(name, "auxtrunk_plugin_entry") == 0) {
+            entry++;
+            continue;
+        }
+        static const char *const toolchain[] = {"_init", "_fini", "_edata", "_end",
+                                                "__bss_start"};
+        int allowed = 0;
+        for (size_t i = 0; i < sizeof toolchain / sizeof toolchain[0]; i++)
+            allowed |= strcmp(name, toolchain[i]) == 0;
+        ck_assert_msg(allowed, "%s exports %s (type %c)", g_files[1], name, type);
+    }
+    ck_assert_msg(entry == 1, "auxtrunk_plugin_entry exported %d times", entry);
+    free(out);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+
+static Suite *make_suite(const char *mode)
+{
+    Suite *s = suite_create(mode);
+    TCase *tc = tcase_create(mode);
+    tcase_set_timeout(tc, 120);
+    if (strcmp(mode, "fixtures") == 0) {
+        tcase_add_test(tc, ptx_scanner_catches_atomics);
+        tcase_add_test(tc, sass_scanner_catches_atomics);
+        tcase_add_test(tc, source_scanner_catches_dx);
+    } else if (strcmp(mode, "ptx") == 0) {
+        tcase_add_test(tc, ptx_has_no_atomics);
+    } else if (strcmp(mode, "ptx-fixture") == 0) {
+        tcase_add_test(tc, ptx_scan_catches_real_atomics);
+    } else if (strcmp(mode, "source") == 0) {
+        tcase_add_test(tc, sources_have_no_dx_symbol);
+    } else if (strcmp(mode, "sass") == 0) {
+        tcase_add_test(tc, sass_has_no_atomics);
+    } else if (strcmp(mode, "symbols") == 0) {
+        tcase_add_test(tc, exports_only_the_entry);
+    } else {
+        return NULL;
+    }
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s fixtures | ptx FILE... | ptx-fixture FILE... | source FILE... | "
+                        "sass CUOBJDUMP LIB | symbols NM LIB\n", argv[0]);
+        return 2;
+    }
+    const char *mode = argv[1];
+    g_files = argv + 2;
+    g_nfiles = argc - 2;
+    if ((strcmp(mode, "sass") == 0 || strcmp(mode, "symbols") == 0) && g_nfiles != 2) {
+        fprintf(stderr, "%s: mode %s takes TOOL LIB\n", argv[0], mode);
+        return 2;
+    }
+    if (strcmp(mode, "sass") == 0 && access(g_files[0], X_OK) != 0) {
+        printf("skip: cuobjdump not found (%s); the SASS scan runs where the CUDA toolkit "
+               "has it\n", g_files[0]);
+        return SKIP_EXIT;
+    }
+    Suite *s = make_suite(mode);
+    if (!s) {
+        fprintf(stderr, "%s: unknown mode %s\n", argv[0], mode);
+        return 2;
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,1079 @@
+/*
+ * test_cuda_v1.c — the cuda-v1 plugin (build/plugins/cuda-v1) against the
+ * canonical order: forward, infer and all six gradients bit-identical to the
+ * literal canonical reference (tests/support canon32) and to the CPU plugin,
+ * close to the double reference (ref64); accumulate mode; outputs poisoned
+ * before every call, fully written after, nothing written outside them (guard
+ * zones); x and every other input unchanged; graph capture and replay equal to
+ * eager execution; bad input answered with a clear status, nothing written and
+ * no CUDA error left behind.
+ *
+ * Usage: test_cuda_v1 api | gpu
+ *   api  needs no GPU: entry, names, caps, init refusals (CI runs it);
+ *   gpu  needs a CUDA device; without one every case prints
+ *        "no CUDA device" and passes, and the program exits 77 (ctest: skipped).
+ * AUXTRUNK_CUDA_TEST_QUICK=1 drops the large cases (for compute-sanitizer).
+ * AUXTRUNK_SEED=N reproduces a run's inputs.
+ *
+ * CUDA is touched only inside test cases (Check runs each in a forked child),
+ * never in main: the plugin is dlopened by the child and kept open.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "auxtrunk.h"
+#include "canon32.h"
+#include "ref64.h"
+#include "rng.h"
+
+#ifndef CUDA_V1_PLUGIN
+#error "CUDA_V1_PLUGIN must name build/plugins/cuda-v1/libauxtrunk.so"
+#endif
+#ifndef CPU_PLUGIN
+#define CPU_PLUGIN ""
+#endif
+
+#define SKIP_EXIT 77
+#define POISON_BITS UINT32_C(0x7FA5A5A5) /* a NaN no computation produces */
+#define GUARD 64                         /* floats of guard zone on each side of an output */
+#define REF64_TOL 1e-4                   /* worst error / tensor scale vs double */
+
+static uint64_t g_seed;
+static int g_quick;
+/* Shared with the forked children: how many GPU cases ran and skipped. */
+static struct counts {
+    int ran, skipped;
+} *g_counts;
+
+/* ------------------------------------------------------------------------- */
+/* Plugins                                                                   */
+
+typedef struct plugin {
+    const char *path;
+    void *dl;
+    auxtrunk_api_t api;
+} plugin_t;
+
+static plugin_t g_v1 = {CUDA_V1_PLUGIN, NULL, {0}};
+static plugin_t g_cpu = {CPU_PLUGIN, NULL, {0}};
+
+/* The negotiated table, loading the library on first use (and keeping it:
+ * the process ends with the test). NULL if path is "" (plugin not built). */
+static const auxtrunk_api_t *plugin(plugin_t *p)
+{
+    if (p->dl)
+        return &p->api;
+    if (!p->path[0])
+        return NULL;
+    p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(p->dl != NULL, "dlopen %s: %s", p->path, dlerror());
+    auxtrunk_entry_fn entry;
+    void *sym = dlsym(p->dl, AUXTRUNK_ENTRY_SYMBOL);
+    ck_assert_msg(sym != NULL, "%s has no %s", p->path, AUXTRUNK_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry);
+    auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_ABI_VERSION, AUXTRUNK_ABI_VERSION, 0};
+    p->api.struct_size = sizeof p->api;
+    ck_assert_int_eq(entry(&host, &p->api), AUXTRUNK_OK);
+    return &p->api;
+}
+
+static auxtrunk_config_t config_of(ref64_dims_t d, int max_batch, int device)
+{
+    auxtrunk_config_t c = {sizeof c, 0, d.enc, d.h1, d.h2, d.aux, max_batch, device};
+    return c;
+}
+
+static auxtrunk_handle_t *open_handle(const auxtrunk_api_t *api, ref64_dims_t d, int max_batch,
+                                      int device)
+{
+    auxtrunk_config_t c = config_of(d, max_batch, device);
+    auxtrunk_handle_t *h = NULL;
+    int32_t st = api->init(&c, &h);
+    ck_assert_msg(st == AUXTRUNK_OK, "%s init %d/%d/%d/%d max %d: %s", api->impl_name, d.enc,
+                  d.h1, d.h2, d.aux, max_batch, api->status_string(st));
+    return h;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Devices                                                                   */
+
+#define CUDA_OK(call)                                                                   \
+    do {                                                                                \
+        cudaError_t e_ = (call);                                                        \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));      \
+    } while (0)
+
+static int device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* A GPU case starts with REQUIRE_GPU(): without a device it says so and
+ * passes; main turns "every case skipped" into ctest's skip. */
+#define REQUIRE_GPU()                                                                   \
+    do {                                                                                \
+        if (device_count() == 0) {                                                      \
+            printf("no CUDA device: %s skipped\n", __func__);                           \
+            fflush(stdout);                                                             \
+            g_counts->skipped++;                                                        \
+            return;                                                                     \
+        }                                                                               \
+        g_counts->ran++;                                                                \
+    } while (0)
+
+/* No error pending in this process's runtime and none sticky in the context. */
+static void expect_no_cuda_error(const char *after)
+{
+    cudaError_t e = cudaGetLastError();
+    ck_assert_msg(e == cudaSuccess, "after %s: cudaGetLastError() = %s", after,
+                  cudaGetErrorName(e));
+    e = cudaDeviceSynchronize();
+    ck_assert_msg(e == cudaSuccess, "after %s: cudaDeviceSynchronize() = %s", after,
+                  cudaGetErrorName(e));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Device buffers with guard zones                                           */
+
+/* n floats at base + GUARD, GUARD poisoned floats on each side. */
+typedef struct dbuf {
+    float *base;
+    size_t n;
+} dbuf_t;
+
+static float *dptr(const dbuf_t *b) { return b->base + GUARD; }
+
+static float *poison_array(size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    ck_assert(p != NULL);
+    uint32_t bits = POISON_BITS;
+    for (size_t i = 0; i < n; i++)
+        memcpy(&p[i], &bits, sizeof bits);
+    return p;
+}
+
+static void dbuf_poison(dbuf_t *b)
+{
+    float *p = poison_array(b->n + 2 * GUARD);
+    CUDA_OK(cudaMemcpy(b->base, p, (b->n + 2 * GUARD) * sizeof *p, cudaMemcpyHostToDevice));
+    free(p);
+}
+
+static dbuf_t dbuf_new(size_t n)
+{
+    dbuf_t b = {NULL, n};
+    CUDA_OK(cudaMalloc((void **)&b.base, (n + 2 * GUARD) * sizeof(float)));
+    dbuf_poison(&b);
+    return b;
+}
+
+/* A poisoned buffer holding src (n floats). */
+static dbuf_t dbuf_from(const float *src, size_t n)
+{
+    dbuf_t b = dbuf_new(n);
+    CUDA_OK(cudaMemcpy(dptr(&b), src, n * sizeof *src, cudaMemcpyHostToDevice));
+    return b;
+}
+
+static void dbuf_free(dbuf_t *b)
+{
+    CUDA_OK(cudaFree(b->base));
+    b->base = NULL;
+}
+
+static int is_poison(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u == POISON_BITS;
+}
+
+/* Host copy of the n floats (caller frees); fails if a guard float changed. */
+static float *dbuf_fetch(const dbuf_t *b, const char *what)
+{
+    size_t all = b->n + 2 * GUARD;
+    float *h = malloc(all * sizeof *h);
+    ck_assert(h != NULL);
+    CUDA_OK(cudaMemcpy(h, b->base, all * sizeof *h, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < GUARD; i++) {
+        ck_assert_msg(is_poison(h[i]), "%s: written %zu floats before its start", what, GUARD - i);
+        ck_assert_msg(is_poison(h[GUARD + b->n + i]), "%s: written %zu floats past its end", what,
+                      i + 1);
+    }
+    memmove(h, h + GUARD, b->n * sizeof *h);
+    return h;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Comparisons                                                               */
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void expect_written(const char *what, const float *got, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!is_poison(got[i]), "%s[%zu] was not written", what, i);
+}
+
+static void expect_bits(const char *what, const char *ref, const float *got, const float *want,
+                        size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(bits_of(got[i]) == bits_of(want[i]),
+                      "%s[%zu] differs from %s: got %.9g (0x%08x), want %.9g (0x%08x) [seed %llu]",
+                      what, i, ref, got[i], bits_of(got[i]), want[i], bits_of(want[i]),
+                      (unsigned long long)g_seed);
+}
+
+static void expect_close(const char *what, const float *got, const double *want, size_t n)
+{
+    double err = ref64_max_rel_err(got, want, n);
+    ck_assert_msg(err <= REF64_TOL, "%s: relative error %.3g vs ref64 (tolerance %.1g)", what,
+                  err, REF64_TOL);
+}
+
+/* ------------------------------------------------------------------------- */
+/* One problem: host inputs, device copies, results                          */
+
+enum { W1, B1, W2, B2, W3, B3, NPARAM };
+static const char *const param_name[NPARAM] = {"w1", "b1", "w2", "b2", "w3", "b3"};
+static const char *const grad_name[NPARAM] = {"dw1", "db1", "dw2", "db2", "dw3", "db3"};
+
+static size_t param_len(ref64_dims_t d, int i)
+{
+    switch (i) {
+    case W1: return (size_t)d.enc * d.h1;
+    case B1: return (size_t)d.h1;
+    case W2: return (size_t)d.h1 * d.h2;
+    case B2: return (size_t)d.h2;
+    case W3: return (size_t)d.h2 * d.aux;
+    default: return (size_t)d.aux;
+    }
+}
+
+typedef struct problem {
+    ref64_dims_t d;
+    int batch;
+    float *p[NPARAM], *x, *dout; /* host */
+    dbuf_t dp[NPARAM], dx, ddout; /* device, same values */
+} problem_t;
+
+static float fan_scale(int fan_in) { return 1.5f / sqrtf((float)fan_in); }
+
+/* Random parameters and inputs: weights of both signs so that both ELU
+ * branches occur; a few signed zeros in x and dout. */
+static problem_t problem_new(ref64_dims_t d, int batch, tst_rng_t *r)
+{
+    problem_t pb;
+    memset(&pb, 0, sizeof pb);
+    pb.d = d;
+    pb.batch = batch;
+    const int fan[NPARAM] = {d.enc, 0, d.h1, 0, d.h2, 0};
+    for (int i = 0; i < NPARAM; i++) {
+        size_t n = param_len(d, i);
+        pb.p[i] = malloc(n * sizeof(float));
+        ck_assert(pb.p[i] != NULL);
+        float s = fan[i] ? fan_scale(fan[i]) : 0.5f;
+        tst_rng_fill(r, pb.p[i], n, -s, s);
+        pb.dp[i] = dbuf_from(pb.p[i], n);
+    }
+    size_t nx = (size_t)batch * d.enc, nd = (size_t)batch * d.aux;
+    pb.x = malloc(nx * sizeof(float));
+    pb.dout = malloc(nd * sizeof(float));
+    ck_assert(pb.x && pb.dout);
+    tst_rng_fill(r, pb.x, nx, -1.0f, 1.0f);
+    tst_rng_fill(r, pb.dout, nd, -1.0f, 1.0f);
+    pb.x[0] = -0.0f;
+    pb.dout[nd - 1] = -0.0f;
+    pb.dx = dbuf_from(pb.x, nx);
+    pb.ddout = dbuf_from(pb.dout, nd);
+    return pb;
+}
+
+static void problem_free(problem_t *pb)
+{
+    for (int i = 0; i < NPARAM; i++) {
+        free(pb->p[i]);
+        dbuf_free(&pb->dp[i]);
+    }
+    free(pb->x);
+    free(pb->dout);
+    dbuf_free(&pb->dx);
+    dbuf_free(&pb->ddout);
+}
+
+static auxtrunk_params_t dev_params(const problem_t *pb)
+{
+    auxtrunk_params_t a = {sizeof a, 0, dptr(&pb->dp[W1]), dptr(&pb->dp[B1]), dptr(&pb->dp[W2]),
+                           dptr(&pb->dp[B2]), dptr(&pb->dp[W3]), dptr(&pb->dp[B3])};
+    return a;
+}
+
+static auxtrunk_params_t host_params(const problem_t *pb)
+{
+    auxtrunk_params_t a = {sizeof a, 0, pb->p[W1], pb->p[B1], pb->p[W2],
+                           pb->p[B2], pb->p[W3], pb->p[B3]};
+    return a;
+}
+
+static ref64_params_t ref_params(const problem_t *pb)
+{
+    ref64_params_t a = {pb->p[W1], pb->p[B1], pb->p[W2], pb->p[B2], pb->p[W3], pb->p[B3]};
+    return a;
+}
+
+/* Every input on the device still holds exactly its host values. */
+static void expect_inputs_unchanged(const problem_t *pb)
+{
+    for (int i = 0; i < NPARAM; i++) {
+        float *got = dbuf_fetch(&pb->dp[i], param_name[i]);
+        ck_assert_msg(memcmp(got, pb->p[i], param_len(pb->d, i) * sizeof(float)) == 0,
+                      "%s changed on the device", param_name[i]);
+        free(got);
+    }
+    float *gx = dbuf_fetch(&pb->dx, "x");
+    ck_assert_msg(memcmp(gx, pb->x, (size_t)pb->batch * pb->d.enc * sizeof(float)) == 0,
+                  "x changed on the device");
+    free(gx);
+    float *gd = dbuf_fetch(&pb->ddout, "dout");
+    ck_assert_msg(memcmp(gd, pb->dout, (size_t)pb->batch * pb->d.aux * sizeof(float)) == 0,
+                  "dout changed on the device");
+    free(gd);
+}
+
+/* Results of forward, infer and backward, on the host. */
+typedef struct result {
+    float *out, *inf, *g[NPARAM];
+} result_t;
+
+static void result_free(result_t *r)
+{
+    free(r->out);
+    free(r->inf);
+    for (int i = 0; i < NPARAM; i++)
+        free(r->g[i]);
+}
+
+static result_t result_alloc(const problem_t *pb)
+{
+    result_t r;
+    size_t no = (size_t)pb->batch * pb->d.aux;
+    r.out = malloc(no * sizeof(float));
+    r.inf = malloc(no * sizeof(float));
+    ck_assert(r.out && r.inf);
+    for (int i = 0; i < NPARAM; i++) {
+        r.g[i] = malloc(param_len(pb->d, i) * sizeof(float));
+        ck_assert(r.g[i] != NULL);
+    }
+    return r;
+}
+
+/* Device outputs of one run. */
+typedef struct outputs {
+    dbuf_t out, inf, g[NPARAM];
+} outputs_t;
+
+static outputs_t outputs_new(const problem_t *pb)
+{
+    outputs_t o;
+    size_t no = (size_t)pb->batch * pb->d.aux;
+    o.out = dbuf_new(no);
+    o.inf = dbuf_new(no);
+    for (int i = 0; i < NPARAM; i++)
+        o.g[i] = dbuf_new(param_len(pb->d, i));
+    return o;
+}
+
+static void outputs_poison(outputs_t *o)
+{
+    dbuf_poison(&o->out);
+    dbuf_poison(&o->inf);
+    for (int i = 0; i < NPARAM; i++)
+        dbuf_poison(&o->g[i]);
+}
+
+static void outputs_free(outputs_t *o)
+{
+    dbuf_free(&o->out);
+    dbuf_free(&o->inf);
+    for (int i = 0; i < NPARAM; i++)
+        dbuf_free(&o->g[i]);
+}
+
+static auxtrunk_grads_t dev_grads(const outputs_t *o)
+{
+    auxtrunk_grads_t g = {sizeof g, 0, dptr(&o->g[W1]), dptr(&o->g[B1]), dptr(&o->g[W2]),
+                          dptr(&o->g[B2]), dptr(&o->g[W3]), dptr(&o->g[B3])};
+    return g;
+}
+
+/* Fetches every output (guards checked, every element written). */
+static result_t outputs_fetch(const problem_t *pb, const outputs_t *o)
+{
+    result_t r;
+    size_t no = (size_t)pb->batch * pb->d.aux;
+    r.out = dbuf_fetch(&o->out, "out");
+    expect_written("out", r.out, no);
+    r.inf = dbuf_fetch(&o->inf, "infer out");
+    expect_written("infer out", r.inf, no);
+    for (int i = 0; i < NPARAM; i++) {
+        r.g[i] = dbuf_fetch(&o->g[i], grad_name[i]);
+        expect_written(grad_name[i], r.g[i], param_len(pb->d, i));
+    }
+    return r;
+}
+
+static void call_ok(const auxtrunk_api_t *api, auxtrunk_handle_t *h, int32_t st, const char *what)
+{
+    ck_assert_msg(st == AUXTRUNK_OK, "%s %s: %s (%s)", api->impl_name, what,
+                  api->status_string(st), api->last_error(h));
+}
+
+/* forward, infer, backward (flags) of pb on the handle, on stream s. */
+static void run_v1(const auxtrunk_api_t *api, auxtrunk_handle_t *h, const problem_t *pb,
+                   outputs_t *o, uint32_t bwd_flags, cudaStream_t s)
+{
+    auxtrunk_params_t p = dev_params(pb);
+    auxtrunk_grads_t g = dev_grads(o);
+    call_ok(api, h, api->forward(h, &p, dptr(&pb->dx), pb->batch, dptr(&o->out), 0, s), "forward");
+    call_ok(api, h, api->infer(h, &p, dptr(&pb->dx), pb->batch, dptr(&o->inf), 0, s), "infer");
+    call_ok(api, h, api->backward(h, &p, dptr(&pb->dx), dptr(&pb->ddout), pb->batch, &g, bwd_flags, s),
+            "backward");
+}
+
+/* The canonical result, literally (canon32). */
+static result_t canon_result(const problem_t *pb)
+{
+    result_t r = result_alloc(pb);
+    ref64_params_t rp = ref_params(pb);
+    canon32_forward(pb->d, &rp, pb->x, pb->batch, NULL, NULL, r.out);
+    memcpy(r.inf, r.out, (size_t)pb->batch * pb->d.aux * sizeof(float));
+    ck_assert_int_eq(canon32_backward(pb->d, &rp, pb->x, pb->dout, pb->batch, r.g[W1], r.g[B1],
+                                      r.g[W2], r.g[B2], r.g[W3], r.g[B3]),
+                     0);
+    return r;
+}
+
+/* The CPU plugin's result, or 0 if it is not built. */
+static int cpu_result(const problem_t *pb, result_t *r)
+{
+    const auxtrunk_api_t *api = plugin(&g_cpu);
+    if (!api)
+        return 0;
+    auxtrunk_handle_t *h = open_handle(api, pb->d, pb->batch, -1);
+    *r = result_alloc(pb);
+    auxtrunk_params_t p = host_params(pb);
+    auxtrunk_grads_t g = {sizeof g, 0, r->g[W1], r->g[B1], r->g[W2], r->g[B2], r->g[W3], r->g[B3]};
+    call_ok(api, h, api->forward(h, &p, pb->x, pb->batch, r->out, 0, NULL), "forward");
+    call_ok(api, h, api->infer(h, &p, pb->x, pb->batch, r->inf, 0, NULL), "infer");
+    call_ok(api, h, api->backward(h, &p, pb->x, pb->dout, pb->batch, &g, 0, NULL), "backward");
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    return 1;
+}
+
+static void expect_result_bits(const problem_t *pb, const result_t *got, const result_t *want,
+                               const char *ref)
+{
+    size_t no = (size_t)pb->batch * pb->d.aux;
+    expect_bits("out", ref, got->out, want->out, no);
+    expect_bits("infer out", ref, got->inf, want->inf, no);
+    for (int i = 0; i < NPARAM; i++)
+        expect_bits(grad_name[i], ref, got->g[i], want->g[i], param_len(pb->d, i));
+}
+
+static void expect_result_ref64(const problem_t *pb, const result_t *got)
+{
+    size_t no = (size_t)pb->batch * pb->d.aux;
+    double *out = malloc(no * sizeof *out);
+    double *g[NPARAM];
+    ck_assert(out != NULL);
+    for (int i = 0; i < NPARAM; i++) {
+        g[i] = malloc(param_len(pb->d, i) * sizeof(double));
+        ck_assert(g[i] != NULL);
+    }
+    ref64_params_t rp = ref_params(pb);
+    ref64_forward(pb->d, &rp, pb->x, pb->batch, NULL, NULL, out);
+    ck_assert_int_eq(ref64_backward(pb->d, &rp, pb->x, pb->dout, pb->batch, g[W1], g[B1], g[W2],
+                                    g[B2], g[W3], g[B3]),
+                     0);
+    expect_close("out", got->out, out, no);
+    for (int i = 0; i < NPARAM; i++)
+        expect_close(grad_name[i], got->g[i], g[i], param_len(pb->d, i));
+    for (int i = 0; i < NPARAM; i++)
+        free(g[i]);
+    free(out);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The exactness sweep                                                       */
+
+typedef struct sweep {
+    ref64_dims_t d;
+    int max_batch;
+    int batches[8]; /* 0-terminated; each <= max_batch */
+    int canon_up_to; /* compare with canon32 for batch <= this (it is slow); CPU plugin always */
+    int quick;       /* also run in quick mode */
+} sweep_t;
+
+/* One topology: a handle with max_batch, then every batch: forward, infer,
+ * backward; inputs unchanged; bits equal to canon32 and the CPU plugin;
+ * close to ref64. */
+static void run_sweep(const sweep_t *sw, tst_rng_t *r)
+{
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    auxtrunk_handle_t *h = open_handle(api, sw->d, sw->max_batch, -1);
+    for (const int *b = sw->batches; *b; b++) {
+        problem_t pb = problem_new(sw->d, *b, r);
+        outputs_t o = outputs_new(&pb);
+        run_v1(api, h, &pb, &o, 0, NULL);
+        CUDA_OK(cudaDeviceSynchronize());
+        result_t got = outputs_fetch(&pb, &o);
+        expect_inputs_unchanged(&pb);
+
+        int compared = 0;
+        result_t want;
+        if (pb.batch <= sw->canon_up_to) {
+            want = canon_result(&pb);
+            expect_result_bits(&pb, &got, &want, "canon32");
+            result_free(&want);
+            compared++;
+        }
+        if (cpu_result(&pb, &want)) {
+            expect_result_bits(&pb, &got, &want, "the CPU plugin");
+            result_free(&want);
+            compared++;
+        }
+        if (!compared) { /* nothing else to compare with: canon32 it is, however slow */
+            want = canon_result(&pb);
+            expect_result_bits(&pb, &got, &want, "canon32");
+            result_free(&want);
+        }
+        expect_result_ref64(&pb, &got);
+        printf("  %d/%d/%d/%d B=%d (max %d): bit-identical (%s%s)\n", sw->d.enc, sw->d.h1,
+               sw->d.h2, sw->d.aux, pb.batch, sw->max_batch,
+               pb.batch <= sw->canon_up_to ? "canon32 " : "", g_cpu.dl ? "cpu-ref" : "");
+        fflush(stdout);
+        result_free(&got);
+        outputs_free(&o);
+        problem_free(&pb);
+    }
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    expect_no_cuda_error("the sweep");
+}
+
+static void run_sweeps(const sweep_t *sweeps, size_t n, uint64_t salt)
+{
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ salt);
+    for (size_t i = 0; i < n; i++)
+        if (!g_quick || sweeps[i].quick)
+            run_sweep(&sweeps[i], &r);
+}
+
+#define PRODUCTION {256, 256, 256, 128}
+
+START_TEST(exact_small_topologies)
+{
+    REQUIRE_GPU();
+    static const sweep_t sweeps[] = {
+        {{1, 1, 1, 1}, 300, {1, 2, 256, 257, 300, 0}, 1 << 30, 1},
+        {{3, 5, 7, 2}, 777, {1, 7, 13, 255, 256, 257, 777, 0}, 1 << 30, 1},
+        {{17, 33, 9, 5}, 1031, {1, 31, 256, 513, 1031, 0}, 1 << 30, 1},
+        {{40, 24, 31, 16}, 600, {1, 97, 257, 600, 0}, 1 << 30, 1},
+        /* more chunks than reduce threads (274 > 256), and the largest batch */
+        {{2, 3, 2, 1}, 70001, {70001, 0}, 1 << 30, 1},
+        {{2, 3, 2, 1}, AUXTRUNK_MAX_BATCH, {65537, AUXTRUNK_MAX_BATCH, 0}, 1 << 30, 0},
+    };
+    run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x51);
+}
+END_TEST
+
+START_TEST(exact_production)
+{
+    REQUIRE_GPU();
+    static const sweep_t sweeps[] = {
+        {PRODUCTION, 1031, {1, 31, 256, 257, 1031, 0}, 257, 0},
+        {PRODUCTION, 257, {1, 257, 0}, 257, 1},
+        {PRODUCTION, 4096, {3001, 4096, 0}, 0, 0},
+    };
+    run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x52);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* Accumulate, record, graphs                                                */
+
+START_TEST(accumulate_adds_once)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x53);
+    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION};
+    const int batches[] = {513, 257};
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    for (int t = 0; t < 2; t++) {
+        auxtrunk_handle_t *h = open_handle(api, dims[t], batches[t], -1);
+        problem_t pb = problem_new(dims[t], batches[t], &r);
+        outputs_t o = outputs_new(&pb);
+        float *old[NPARAM];
+        for (int i = 0; i < NPARAM; i++) { /* random old gradients */
+            size_t n = param_len(pb.d, i);
+            old[i] = malloc(n * sizeof(float));
+            ck_assert(old[i] != NULL);
+            tst_rng_fill(&r, old[i], n, -2.0f, 2.0f);
+            CUDA_OK(cudaMemcpy(dptr(&o.g[i]), old[i], n * sizeof(float), cudaMemcpyHostToDevice));
+        }
+        run_v1(api, h, &pb, &o, AUXTRUNK_BACKWARD_ACCUMULATE, NULL);
+        CUDA_OK(cudaDeviceSynchronize());
+        result_t got = outputs_fetch(&pb, &o);
+        result_t want = canon_result(&pb);
+        for (int i = 0; i < NPARAM; i++) { /* g = g_old + result, one addition */
+            size_t n = param_len(pb.d, i);
+            for (size_t j = 0; j < n; j++)
+                want.g[i][j] = old[i][j] + want.g[i][j];
+        }
+        expect_result_bits(&pb, &got, &want, "g_old + canon32");
+
+        /* A second accumulating backward adds the same result again. */
+        auxtrunk_params_t p = dev_params(&pb);
+        auxtrunk_grads_t g = dev_grads(&o);
+        call_ok(api, h, api->backward(h, &p, dptr(&pb.dx), dptr(&pb.ddout), pb.batch, &g,
+                                      AUXTRUNK_BACKWARD_ACCUMULATE, NULL), "backward");
+        result_t once = canon_result(&pb);
+        for (int i = 0; i < NPARAM; i++) {
+            float *again = dbuf_fetch(&o.g[i], grad_name[i]);
+            for (size_t j = 0; j < param_len(pb.d, i); j++)
+                want.g[i][j] = want.g[i][j] + once.g[i][j];
+            expect_bits(grad_name[i], "g_old + 2 canon32", again, want.g[i], param_len(pb.d, i));
+            free(again);
+            free(old[i]);
+        }
+        result_free(&once);
+        result_free(&want);
+        result_free(&got);
+        outputs_free(&o);
+        problem_free(&pb);
+        ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    }
+    expect_no_cuda_error("accumulate");
+}
+END_TEST
+
+START_TEST(infer_keeps_the_record)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x54);
+    const ref64_dims_t d = {40, 24, 31, 16};
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    auxtrunk_handle_t *h = open_handle(api, d, 600, -1);
+    problem_t train = problem_new(d, 300, &r);
+    problem_t target = problem_new(d, 600, &r); /* other parameters, other batch */
+    outputs_t o = outputs_new(&train);
+    outputs_t t = outputs_new(&target);
+
+    /* forward(train), infer(target), backward(train) == canon32 of train. */
+    auxtrunk_params_t p = dev_params(&train), q = dev_params(&target);
+    auxtrunk_grads_t g = dev_grads(&o);
+    call_ok(api, h, api->forward(h, &p, dptr(&train.dx), train.batch, dptr(&o.out), 0, NULL),
+            "forward");
+    call_ok(api, h, api->infer(h, &q, dptr(&target.dx), target.batch, dptr(&t.inf), 0, NULL),
+            "infer");
+    call_ok(api, h, api->infer(h, &p, dptr(&train.dx), train.batch, dptr(&o.inf), 0, NULL),
+            "infer");
+    call_ok(api, h, api->backward(h, &p, dptr(&train.dx), dptr(&train.ddout), train.batch, &g, 0,
+                                  NULL), "backward");
+    CUDA_OK(cudaDeviceSynchronize());
+    result_t got = outputs_fetch(&train, &o);
+    result_t want = canon_result(&train);
+    expect_result_bits(&train, &got, &want, "canon32 (infer in between)");
+
+    float *tinf = dbuf_fetch(&t.inf, "target infer out");
+    result_t twant = canon_result(&target);
+    expect_bits("target infer out", "canon32", tinf, twant.out, (size_t)target.batch * d.aux);
+    free(tinf);
+
+    result_free(&twant);
+    result_free(&want);
+    result_free(&got);
+    outputs_free(&t);
+    outputs_free(&o);
+    problem_free(&target);
+    problem_free(&train);
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    expect_no_cuda_error("infer");
+}
+END_TEST
+
+START_TEST(graph_replay_equals_eager)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x55);
+    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION};
+    const int batches[] = {513, 257};
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (int t = 0; t < 2; t++) {
+        auxtrunk_handle_t *h = open_handle(api, dims[t], batches[t], -1);
+        problem_t pb = problem_new(dims[t], batches[t], &r);
+        outputs_t o = outputs_new(&pb);
+
+        run_v1(api, h, &pb, &o, 0, s); /* eager, on a non-default stream */
+        CUDA_OK(cudaStreamSynchronize(s));
+        result_t eager = outputs_fetch(&pb, &o);
+        result_t want = canon_result(&pb);
+        expect_result_bits(&pb, &eager, &want, "canon32 (eager)");
+
+        outputs_poison(&o);
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        run_v1(api, h, &pb, &o, 0, s);
+        CUDA_OK(cudaStreamEndCapture(s, &graph));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        size_t nodes = 0;
+        CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+        ck_assert_msg(nodes == 3 + 3 + 7, "captured %zu nodes, expected 13 launches", nodes);
+        for (int replay = 0; replay < 2; replay++) {
+            CUDA_OK(cudaGraphLaunch(exec, s));
+            CUDA_OK(cudaStreamSynchronize(s));
+            result_t g = outputs_fetch(&pb, &o);
+            expect_result_bits(&pb, &g, &eager, "eager");
+            result_free(&g);
+            outputs_poison(&o);
+        }
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
+        result_free(&want);
+        result_free(&eager);
+        outputs_free(&o);
+        problem_free(&pb);
+        ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    }
+    CUDA_OK(cudaStreamDestroy(s));
+    expect_no_cuda_error("graph replay");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* Bad input                                                                 */
+
+/* Every output of o is still all poison (guards included). */
+static void expect_untouched(const problem_t *pb, const outputs_t *o, const char *after)
+{
+    const dbuf_t *bufs[2 + NPARAM] = {&o->out, &o->inf};
+    for (int i = 0; i < NPARAM; i++)
+        bufs[2 + i] = &o->g[i];
+    for (int i = 0; i < 2 + NPARAM; i++) {
+        float *h = dbuf_fetch(bufs[i], after);
+        for (size_t j = 0; j < bufs[i]->n; j++)
+            ck_assert_msg(is_poison(h[j]), "after %s: output %d element %zu was written", after,
+                          i, j);
+        free(h);
+    }
+    expect_inputs_unchanged(pb);
+}
+
+static void expect_refused(const auxtrunk_api_t *api, auxtrunk_handle_t *h, int32_t st,
+                           int32_t want, const char *what, const char *mention)
+{
+    ck_assert_msg(st == want, "%s: got %s, want %s", what, api->status_string(st),
+                  api->status_string(want));
+    const char *why = api->last_error(h);
+    ck_assert_msg(why && strstr(why, mention), "%s: last_error \"%s\" does not name %s", what,
+                  why ? why : "(null)", mention);
+    printf("  %s -> %s\n", what, why);
+}
+
+START_TEST(bad_input_writes_nothing)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x56);
+    const ref64_dims_t d = {17, 33, 9, 5};
+    const int max = 300;
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    auxtrunk_handle_t *h = open_handle(api, d, max, -1);
+    problem_t pb = problem_new(d, max + 1, &r); /* room for one batch too many */
+    outputs_t o = outputs_new(&pb);
+    auxtrunk_params_t p = dev_params(&pb);
+    auxtrunk_grads_t g = dev_grads(&o);
+    float *x = dptr(&pb.dx), *dout = dptr(&pb.ddout), *out = dptr(&o.out);
+
+    /* Before any forward. */
+    expect_refused(api, h, api->backward(h, &p, x, dout, 10, &g, 0, NULL), AUXTRUNK_E_NO_FORWARD,
+                   "backward before forward", "no training forward");
+    /* Batch out of range. */
+    expect_refused(api, h, api->forward(h, &p, x, max + 1, out, 0, NULL), AUXTRUNK_E_BATCH,
+                   "forward batch max+1", "batch 301");
+    expect_refused(api, h, api->infer(h, &p, x, 0, out, 0, NULL), AUXTRUNK_E_BATCH,
+                   "infer batch 0", "batch 0");
+    /* Host memory where device memory is required: pageable and page-locked. */
+    float *hx = malloc((size_t)max * d.enc * sizeof(float));
+    ck_assert(hx != NULL);
+    memcpy(hx, pb.x, (size_t)max * d.enc * sizeof(float));
+    expect_refused(api, h, api->forward(h, &p, hx, max, out, 0, NULL), AUXTRUNK_E_MEMORY_SPACE,
+                   "forward with host x", "host memory");
+    ck_assert_msg(memcmp(hx, pb.x, (size_t)max * d.enc * sizeof(float)) == 0, "host x changed");
+    float *pinned = NULL;
+    CUDA_OK(cudaMallocHost((void **)&pinned, (size_t)max * d.aux * sizeof(float)));
+    float *ppoison = poison_array((size_t)max * d.aux);
+    memcpy(pinned, ppoison, (size_t)max * d.aux * sizeof(float));
+    expect_refused(api, h, api->forward(h, &p, x, max, pinned, 0, NULL), AUXTRUNK_E_MEMORY_SPACE,
+                   "forward into page-locked host out", "page-locked");
+    ck_assert_msg(memcmp(pinned, ppoison, (size_t)max * d.aux * sizeof(float)) == 0,
+                  "page-locked out was written");
+    auxtrunk_params_t hp = p;
+    hp.w2 = pb.p[W2];
+    expect_refused(api, h, api->infer(h, &hp, x, max, out, 0, NULL), AUXTRUNK_E_MEMORY_SPACE,
+                   "infer with host w2", "w2");
+    expect_untouched(&pb, &o, "refused forward/infer");
+    expect_no_cuda_error("refused forward/infer");
+
+    /* A good forward, then bad backwards. */
+    call_ok(api, h, api->forward(h, &p, x, 200, out, 0, NULL), "forward");
+    CUDA_OK(cudaDeviceSynchronize());
+    dbuf_poison(&o.out);
+    expect_refused(api, h, api->backward(h, &p, x, dout, 201, &g, 0, NULL),
+                   AUXTRUNK_E_BATCH_MISMATCH, "backward batch 201 after forward 200", "200");
+    expect_refused(api, h, api->backward(h, &p, x, pb.dout, 200, &g, 0, NULL),
+                   AUXTRUNK_E_MEMORY_SPACE, "backward with host dout", "dout");
+    auxtrunk_grads_t hg = g;
+    hg.db2 = pinned;
+    expect_refused(api, h, api->backward(h, &p, x, dout, 200, &hg, 0, NULL),
+                   AUXTRUNK_E_MEMORY_SPACE, "backward into page-locked db2", "db2");
+    expect_refused(api, h, api->backward(h, &p, x, dout, 200, &g, 0x8, NULL), AUXTRUNK_E_FLAGS,
+                   "backward with unknown flags", "0x8");
+    expect_untouched(&pb, &o, "refused backward");
+    expect_no_cuda_error("refused backward");
+
+    /* Nothing stale: the same handle still computes the canonical bits. */
+    problem_t ok = problem_new(d, 257, &r);
+    outputs_t oo = outputs_new(&ok);
+    run_v1(api, h, &ok, &oo, 0, NULL);
+    CUDA_OK(cudaDeviceSynchronize());
+    result_t got = outputs_fetch(&ok, &oo);
+    result_t want = canon_result(&ok);
+    expect_result_bits(&ok, &got, &want, "canon32 (after refusals)");
+    ck_assert_str_eq(api->last_error(h), "");
+
+    result_free(&want);
+    result_free(&got);
+    outputs_free(&oo);
+    problem_free(&ok);
+    free(ppoison);
+    CUDA_OK(cudaFreeHost(pinned));
+    free(hx);
+    outputs_free(&o);
+    problem_free(&pb);
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    expect_no_cuda_error("bad input");
+}
+END_TEST
+
+START_TEST(other_device_pointer_refused)
+{
+    REQUIRE_GPU();
+    if (device_count() < 2) {
+        printf("skip: %s needs two CUDA devices, this machine has one\n", __func__);
+        return;
+    }
+    const ref64_dims_t d = {3, 5, 7, 2};
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x57);
+    CUDA_OK(cudaSetDevice(0));
+    auxtrunk_handle_t *h = open_handle(api, d, 16, 0);
+    problem_t pb = problem_new(d, 16, &r); /* on device 0 */
+    outputs_t o = outputs_new(&pb);
+    CUDA_OK(cudaSetDevice(1));
+    float *x1 = NULL;
+    CUDA_OK(cudaMalloc((void **)&x1, 16 * d.enc * sizeof(float)));
+    auxtrunk_params_t p = dev_params(&pb);
+    expect_refused(api, h, api->forward(h, &p, x1, 16, dptr(&o.out), 0, NULL),
+                   AUXTRUNK_E_MEMORY_SPACE, "forward with x on device 1", "device 1");
+    int cur = -1;
+    CUDA_OK(cudaGetDevice(&cur));
+    ck_assert_int_eq(cur, 1);
+    /* A good call from a thread whose current device is 1 runs on 0 and
+     * leaves device 1 current. */
+    run_v1(api, h, &pb, &o, 0, NULL);
+    CUDA_OK(cudaGetDevice(&cur));
+    ck_assert_msg(cur == 1, "the plugin left device %d current, the caller had 1", cur);
+    CUDA_OK(cudaFree(x1));
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaDeviceSynchronize());
+    result_t got = outputs_fetch(&pb, &o);
+    result_t want = canon_result(&pb);
+    expect_result_bits(&pb, &got, &want, "canon32 (device guard)");
+    result_free(&want);
+    result_free(&got);
+    outputs_free(&o);
+    problem_free(&pb);
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    expect_no_cuda_error("other device");
+}
+END_TEST
+
+START_TEST(memory_usage_reports_the_block)
+{
+    REQUIRE_GPU();
+    const ref64_dims_t d = PRODUCTION;
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    auxtrunk_handle_t *h = open_handle(api, d, 4096, -1);
+    auxtrunk_memory_t m;
+    memset(&m, 0xff, sizeof m);
+    m.struct_size = sizeof m;
+    ck_assert_int_eq(api->memory_usage(h, &m), AUXTRUNK_OK);
+    /* recorded h1, h2; infer's h1, h2; dh1, dh2: three [max_batch, H1 + H2] */
+    uint64_t floor = 3ull * 4096 * (d.h1 + d.h2) * sizeof(float);
+    ck_assert_msg(m.device_bytes >= floor && m.device_bytes < floor + 4096,
+                  "device_bytes %llu, expected about %llu", (unsigned long long)m.device_bytes,
+                  (unsigned long long)floor);
+    ck_assert_uint_gt(m.host_bytes, 0);
+    ck_assert_uint_eq(m.reserved, 0);
+    printf("  device memory per handle (max_batch 4096, production): %llu bytes\n",
+           (unsigned long long)m.device_bytes);
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    expect_no_cuda_error("memory_usage");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* No device needed                                                          */
+
+START_TEST(entry_names_and_caps)
+{
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    ck_assert_str_eq(api->impl_name, "cuda-v1");
+    ck_assert_str_eq(api->kernel_version, "cuda-v1 1.0.0 (canon 1)");
+    ck_assert_uint_eq(api->caps, AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC |
+                                     AUXTRUNK_CAP_EXACT | AUXTRUNK_CAP_GRAPH_CAPTURE);
+    ck_assert_uint_eq(api->abi_version, AUXTRUNK_ABI_VERSION);
+    ck_assert_uint_eq(api->struct_size, sizeof(auxtrunk_api_t));
+    ck_assert_str_eq(api->status_string(AUXTRUNK_E_MEMORY_SPACE),
+                     "a pointer is not in the memory space or device the plugin uses");
+    ck_assert_str_eq(api->last_error(NULL), "");
+    ck_assert_int_eq(api->destroy(NULL), AUXTRUNK_OK);
+}
+END_TEST
+
+START_TEST(init_refusals)
+{
+    const auxtrunk_api_t *api = plugin(&g_v1);
+    const ref64_dims_t d = {3, 5, 7, 2};
+    auxtrunk_handle_t *const sentinel = (auxtrunk_handle_t *)&g_v1;
+    auxtrunk_handle_t *h = sentinel;
+
+    /* The config is read before any device is touched. */
+    auxtrunk_config_t c = config_of(d, 16, -1);
+    c.flags = AUXTRUNK_CONFIG_FAST;
+    ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_FLAGS);
+    c = config_of(d, 0, -1);
+    ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_DIMENSION);
+    c = config_of(d, 16, -1);
+    c.struct_size = 8;
+    ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_STRUCT_SIZE);
+    ck_assert_int_eq(api->init(NULL, &h), AUXTRUNK_E_NULL_POINTER);
+    c = config_of(d, 16, -1);
+    ck_assert_int_eq(api->init(&c, NULL), AUXTRUNK_E_NULL_POINTER);
+
+    /* Devices: a missing one is E_DEVICE. */
+    int n = device_count();
+    if (n == 0) {
+        printf("no CUDA device: init must say so\n");
+        c = config_of(d, 16, -1);
+        ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_DEVICE);
+        c = config_of(d, 16, 0);
+        ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_DEVICE);
+    } else {
+        c = config_of(d, 16, n);
+        ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_DEVICE);
+        c = config_of(d, 16, -2);
+        ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_DEVICE);
+        expect_no_cuda_error("refused init");
+    }
+    ck_assert_msg(h == sentinel, "a refused init wrote *out_handle");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+
+static Suite *make_suite(const char *mode)
+{
+    Suite *s = suite_create("cuda-v1");
+    TCase *tc = tcase_create(mode);
+    if (strcmp(mode, "api") == 0) {
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, entry_names_and_caps);
+        tcase_add_test(tc, init_refusals);
+    } else if (strcmp(mode, "gpu") == 0) {
+        tcase_set_timeout(tc, 1200);
+        tcase_add_test(tc, exact_small_topologies);
+        tcase_add_test(tc, exact_production);
+        tcase_add_test(tc, accumulate_adds_once);
+        tcase_add_test(tc, infer_keeps_the_record);
+        tcase_add_test(tc, graph_replay_equals_eager);
+        tcase_add_test(tc, bad_input_writes_nothing);
+        tcase_add_test(tc, other_device_pointer_refused);
+        tcase_add_test(tc, memory_usage_reports_the_block);
+    } else {
+        return NULL;
+    }
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    Suite *s = make_suite(mode);
+    if (!s) {
+        fprintf(stderr, "usage: %s api | gpu\n", argv[0]);
+        return 2;
+    }
+    const char *quick = getenv("AUXTRUNK_CUDA_TEST_QUICK");
+    g_quick = quick && *quick && strcmp(quick, "0") != 0;
+    g_seed = tst_seed("test_cuda_v1");
+    g_counts = mmap(NULL, sizeof *g_counts, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                    -1, 0);
+    if (g_counts == MAP_FAILED) {
+        perror("mmap");
+        return 2;
+    }
+    if (g_quick)
+        printf("quick mode: large cases left out\n");
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (failed)
+        return EXIT_FAILURE;
+    if (strcmp(mode, "gpu") == 0 && g_counts->ran == 0 && g_counts->skipped > 0) {
+        printf("no CUDA device: all %d GPU cases skipped\n", g_counts->skipped);
+        return SKIP_EXIT;
+    }
+    return EXIT_SUCCESS;
+}
