@@ -67,9 +67,19 @@ static int32_t check_address(int device, const void *p, const char *which, char 
 int32_t atc_space_check(void *ctx, const void *ptr, size_t bytes, char *why, size_t why_len)
 {
     int device = *(const int *)ctx;
+    /* A call may run while the host captures its stream into a graph. The
+     * lookup is a pure query, but a strict capture mode could still refuse it
+     * (and invalidate the host's capture): look up in relaxed mode, then put
+     * the thread's mode back. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    int exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    if (!exchanged)
+        (void)cudaGetLastError();
     int32_t st = check_address(device, ptr, "first", why, why_len);
     if (st == AUXTRUNK_OK && bytes > 1)
         st = check_address(device, (const char *)ptr + (bytes - 1), "last", why, why_len);
+    if (exchanged && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
+        (void)cudaGetLastError();
     return st;
 }
 

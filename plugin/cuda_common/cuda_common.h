@@ -47,7 +47,9 @@ int32_t atc_check_(atp_handle_base_t *base, cudaError_t err, const char *expr, c
  * memory (pageable or page-locked), device memory of another device and
  * anything the runtime does not know, with AUXTRUNK_E_MEMORY_SPACE and the
  * reason in why. Both the first and the last byte of [ptr, ptr + bytes) are
- * looked up. Any error the lookup provokes is cleared before returning. */
+ * looked up (in relaxed capture mode, so a lookup during the host's graph
+ * capture cannot invalidate it). Any error the lookup provokes is cleared
+ * before returning. */
 int32_t atc_space_check(void *ctx, const void *ptr, size_t bytes, char *why, size_t why_len);
 
 /* The space for a plugin whose device ordinal lives at *device (which must
