@@ -35,29 +35,10 @@ __global__ void elu_grad_kernel(float *d, const float *y, size_t count)
         d[i] *= 1.0f + y[i];
 }
 
-/* db[n] = Σ_b g[b,n]: one block per 32 columns, 8 row-strided partial sums
- * per column combined in shared memory. */
-__global__ void bias_grad_kernel(const float *g, float *db, int rows, int n)
-{
-    __shared__ float part[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    float s = 0.0f;
-    if (c < n)
-        for (int r = threadIdx.y; r < rows; r += 8)
-            s += g[(size_t)r * n + c];
-    part[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < n) {
-        float t = 0.0f;
-        for (int k = 0; k < 8; k++)
-            t += part[k][threadIdx.x];
-        db[c] = t;
-    }
-}
-
 struct Bufs {
     float *w[3], *b[3], *dw[3], *db[3];
     float *x, *h1, *h2, *out, *dout, *dh2, *dh1;
+    float *ones; /* [B] of 1.0f: bias gradients as gᵀ·1 (Sgemv) */
 };
 
 #define TRY(call)                                                                      \
@@ -117,12 +98,19 @@ int enqueue(cublasHandle_t h, cudaStream_t s, const Bufs &m, int enc, int h1, in
             cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, h1, enc, B, &one, m.dh1, h1, m.x, enc,
                         &zero, m.dw[0], h1))
             return -1;
-        dim3 tb(32, 8);
-        bias_grad_kernel<<<(aux + 31) / 32, tb, 0, s>>>(m.dout, m.db[2], B, aux);
-        bias_grad_kernel<<<(h2 + 31) / 32, tb, 0, s>>>(m.dh2, m.db[1], B, h2);
-        bias_grad_kernel<<<(h1 + 31) / 32, tb, 0, s>>>(m.dh1, m.db[0], B, h1);
+        if (cublasSgemv(h, CUBLAS_OP_N, aux, B, &one, m.dout, aux, m.ones, 1, &zero, m.db[2], 1) ||
+            cublasSgemv(h, CUBLAS_OP_N, h2, B, &one, m.dh2, h2, m.ones, 1, &zero, m.db[1], 1) ||
+            cublasSgemv(h, CUBLAS_OP_N, h1, B, &one, m.dh1, h1, m.ones, 1, &zero, m.db[0], 1))
+            return -1;
     }
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+__global__ void ones_kernel(float *p, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        p[i] = 1.0f;
 }
 
 __global__ void fill_kernel(float *p, size_t n, unsigned seed, float scale)
@@ -178,6 +166,8 @@ extern "C" int bench_cublas_run(int enc, int h1, int h2, int aux, int B, int war
         TRY(cudaMalloc(all[i], cnt[i] * sizeof(float)));
         fill_kernel<<<blocks(cnt[i]), 256, 0, s>>>(*all[i], cnt[i], 31u + i, 2.0f);
     }
+    TRY(cudaMalloc(&m.ones, (size_t)B * sizeof(float)));
+    ones_kernel<<<blocks(B), 256, 0, s>>>(m.ones, B);
     TRY(cudaGetLastError());
 
     /* Graphs: 0 = forward, 1 = backward, 2 = both. */
@@ -235,6 +225,7 @@ fail:
     }
     for (int i = 0; i < 7; i++)
         cudaFree(*all[i]);
+    cudaFree(m.ones);
     if (h)
         cublasDestroy(h);
     if (s)

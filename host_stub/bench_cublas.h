@@ -1,7 +1,7 @@
 /*
  * bench_cublas.h — the benchmark's comparison point: the same trunk written
  * the way a user would without auxtrunk (cublasSgemm for every product, small
- * custom kernels for bias+ELU, ELU' and the bias gradients), captured into
+ * custom kernels for bias+ELU and ELU', Sgemv for the bias gradients), captured into
  * one CUDA graph per pass and timed by graph replay. Benchmark-only code: it
  * is never part of a plugin and its results are not exact.
  */

@@ -1,0 +1,451 @@
+/*
+ * main.c — auxtrunk-host, the stand-in trainer: command line, subcommands
+ * (train, the default, and bench), --help generated from the option tables
+ * so help and parsing cannot drift apart.
+ *
+ * The program knows only abi/: plugins are found and loaded at run time.
+ */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "loader.h"
+#include "train.h"
+#include "util.h"
+
+#ifndef AUXTRUNK_HOST_VERSION
+#define AUXTRUNK_HOST_VERSION "1.0.0"
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Option tables                                                             */
+
+typedef enum kind { K_FLAG, K_INT, K_U64, K_FLOAT, K_DOUBLE, K_STR, K_PLUGIN, K_NAMED, K_LIST } kind_t;
+
+typedef struct opt {
+    const char *name; /* without the leading "--" */
+    const char *arg;  /* metavariable, NULL for a flag */
+    kind_t kind;
+    void *dst;
+    const char *help;
+} opt_t;
+
+/* Plugin arguments collect here for both subcommands: --plugin-dir DIR and
+ * --plugin NAME (resolved under the plugins root) in command-line order. */
+typedef struct plugin_list {
+    const char *items[ATH_BENCH_MAX_PLUGINS];
+    char named[ATH_BENCH_MAX_PLUGINS][ATH_PATH_MAX];
+    int n;
+} plugin_list_t;
+
+static const char *exit_codes_help =
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  failure while running: a plugin call, the device, I/O, or a non-finite loss\n"
+    "  2  bad command line\n"
+    "  3  plugin refused: missing, not loadable, no entry symbol, incompatible ABI,\n"
+    "     broken API table, no CUDA support/device, or init failed\n"
+    "  4  checkpoint refused (truncated, corrupted, wrong magic/version/topology/\n"
+    "     settings) or could not be written\n";
+
+static const char *plugins_help =
+    "Plugins: a plugin directory holds one libauxtrunk.so. Without --plugin-dir or\n"
+    "--plugin, $AUXTRUNK_PLUGIN_DIR is used if set, else the CPU plugin next to this\n"
+    "program: <build>/plugins/cpu in a build tree (this program is\n"
+    "<build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu when\n"
+    "installed. --plugin NAME picks <plugins root>/NAME (cpu, cuda-v1, ...).\n";
+
+static void print_options(const opt_t *opts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+                 opts[i].arg ? opts[i].arg : "");
+        printf("  %-24s %s\n", left, opts[i].help);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Parsing                                                                   */
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+    if (!s[0] || s[0] == '-')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 0);
+    if (errno || *end)
+        return -1;
+    *v = (uint64_t)x;
+    return 0;
+}
+
+static int parse_int(const char *s, int *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 0);
+    if (errno || *end || !s[0] || x < INT_MIN || x > INT_MAX)
+        return -1;
+    *v = (int)x;
+    return 0;
+}
+
+static int parse_double(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (errno || *end || !s[0])
+        return -1;
+    *v = x;
+    return 0;
+}
+
+/* "32,256,1024" into a batch list. */
+typedef struct batch_list {
+    int32_t v[ATH_BENCH_MAX_BATCHES];
+    int n;
+} batch_list_t;
+
+static int parse_list(const char *s, batch_list_t *l)
+{
+    l->n = 0;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int x;
+        if (l->n == ATH_BENCH_MAX_BATCHES || parse_int(tok, &x) != 0 || x < 1)
+            return -1;
+        l->v[l->n++] = x;
+    }
+    return l->n ? 0 : -1;
+}
+
+static int add_plugin(plugin_list_t *pl, const char *value, int named, const char *cmd)
+{
+    if (pl->n == ATH_BENCH_MAX_PLUGINS) {
+        fprintf(stderr, "auxtrunk-host %s: at most %d plugins\n", cmd, ATH_BENCH_MAX_PLUGINS);
+        return -1;
+    }
+    if (named) {
+        char root[ATH_PATH_MAX];
+        ath_err_t err;
+        if (ath_plugins_root(root, sizeof root, &err) != 0) {
+            fprintf(stderr, "auxtrunk-host %s: --plugin %s: %s\n", cmd, value, err.msg);
+            return -1;
+        }
+        int len = snprintf(pl->named[pl->n], sizeof pl->named[pl->n], "%s/%s", root, value);
+        if (len < 0 || (size_t)len >= sizeof pl->named[pl->n]) {
+            fprintf(stderr, "auxtrunk-host %s: --plugin %s: path too long\n", cmd, value);
+            return -1;
+        }
+        pl->items[pl->n] = pl->named[pl->n];
+    } else {
+        pl->items[pl->n] = value;
+    }
+    pl->n++;
+    return 0;
+}
+
+/* Parses argv[first..] against opts. Returns 0, 1 for --help, -1 on error. */
+static int parse(int argc, char **argv, int first, const opt_t *opts, size_t n_opts,
+                 const char *cmd)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return 1;
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "auxtrunk-host %s: unexpected argument '%s' (see --help)\n", cmd, a);
+            return -1;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_t *o = NULL;
+        for (size_t k = 0; k < n_opts; k++)
+            if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0)
+                o = &opts[k];
+        if (!o) {
+            fprintf(stderr, "auxtrunk-host %s: unknown option '%s' (see --help)\n", cmd, a);
+            return -1;
+        }
+        if (o->kind == K_FLAG) {
+            if (eq) {
+                fprintf(stderr, "auxtrunk-host %s: --%s takes no value\n", cmd, o->name);
+                return -1;
+            }
+            *(int *)o->dst = 1;
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) {
+            fprintf(stderr, "auxtrunk-host %s: --%s needs a value (%s)\n", cmd, o->name, o->arg);
+            return -1;
+        }
+        int bad = 0;
+        switch (o->kind) {
+        case K_INT: bad = parse_int(v, (int *)o->dst); break;
+        case K_U64: bad = parse_u64(v, (uint64_t *)o->dst); break;
+        case K_FLOAT: {
+            double d;
+            bad = parse_double(v, &d) || !(d > 0) || d > 1e30;
+            if (!bad)
+                *(float *)o->dst = (float)d;
+            break;
+        }
+        case K_DOUBLE: bad = parse_double(v, (double *)o->dst); break;
+        case K_STR: *(const char **)o->dst = v; break;
+        case K_PLUGIN:
+            if (add_plugin(o->dst, v, 0, cmd) != 0)
+                return -1;
+            break;
+        case K_NAMED:
+            if (add_plugin(o->dst, v, 1, cmd) != 0)
+                return -1;
+            break;
+        case K_LIST: bad = parse_list(v, o->dst); break;
+        case K_FLAG: break;
+        }
+        if (bad) {
+            fprintf(stderr, "auxtrunk-host %s: bad value '%s' for --%s (%s)\n", cmd, v, o->name,
+                    o->arg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_width(const char *cmd, const char *name, int v)
+{
+    if (v < 1 || v > AUXTRUNK_MAX_WIDTH) {
+        fprintf(stderr, "auxtrunk-host %s: --%s %d is outside [1, %d]\n", cmd, name, v,
+                AUXTRUNK_MAX_WIDTH);
+        return -1;
+    }
+    return 0;
+}
+
+/* The one plugin a command uses when it takes one. */
+static int default_plugin(plugin_list_t *pl, const char *cmd)
+{
+    if (pl->n > 0)
+        return 0;
+    ath_err_t err;
+    if (ath_default_plugin_dir(pl->named[0], sizeof pl->named[0], &err) != 0) {
+        fprintf(stderr, "auxtrunk-host %s: no plugin given and %s\n", cmd, err.msg);
+        return -1;
+    }
+    pl->items[0] = pl->named[0];
+    pl->n = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* train                                                                     */
+
+static int cmd_train(int argc, char **argv, int first)
+{
+    ath_train_opts_t o = {
+        .device = -1,
+        .enc = ATH_TRAIN_ENC,
+        .h1 = ATH_TRAIN_H1,
+        .h2 = ATH_TRAIN_H2,
+        .aux = ATH_TRAIN_AUX,
+        .batch = ATH_TRAIN_BATCH,
+        .steps = ATH_TRAIN_STEPS,
+        .seed = ATH_TRAIN_SEED,
+        .lr = ATH_TRAIN_LR,
+    };
+    plugin_list_t plugins = {.n = 0};
+    int batch = o.batch;
+    opt_t opts[] = {
+        {"plugin-dir", "DIR", K_PLUGIN, &plugins, "plugin directory (or a libauxtrunk.so file)"},
+        {"plugin", "NAME", K_NAMED, &plugins, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"},
+        {"steps", "N", K_U64, &o.steps, "train until step N (default 2000; a resumed run continues to N)"},
+        {"batch", "B", K_INT, &batch, "samples per step (default 64)"},
+        {"seed", "S", K_U64, &o.seed, "seed of the task, the data and the initial parameters (default 1)"},
+        {"lr", "LR", K_FLOAT, &o.lr, "Adam learning rate (default 1e-3)"},
+        {"enc", "N", K_INT, &o.enc, "ENC, the encoder width (default 256)"},
+        {"h1", "N", K_INT, &o.h1, "H1 (default 256)"},
+        {"h2", "N", K_INT, &o.h2, "H2 (default 256)"},
+        {"aux", "N", K_INT, &o.aux, "AUX, the output width (default 128)"},
+        {"csv", "FILE", K_STR, &o.csv, "write the loss curve as CSV (step,loss; '-' = stdout)"},
+        {"svg", "FILE", K_STR, &o.svg, "write the loss curve as an SVG chart (log-scale loss)"},
+        {"checkpoint", "FILE", K_STR, &o.checkpoint, "write a checkpoint to FILE at the end (atomically)"},
+        {"checkpoint-every", "N", K_U64, &o.checkpoint_every, "also write it every N steps"},
+        {"resume", "FILE", K_STR, &o.resume, "continue from checkpoint FILE (same topology and settings)"},
+        {"log-every", "N", K_U64, &o.log_every, "progress line every N steps (default: about 10 per run)"},
+        {"device", "N", K_INT, &o.device, "CUDA device for a CUDA plugin (default: the current one)"},
+        {"quiet", NULL, K_FLAG, &o.quiet, "no progress lines, only the summary"},
+    };
+    const size_t n_opts = sizeof opts / sizeof opts[0];
+    int p = parse(argc, argv, first, opts, n_opts, "train");
+    if (p == 1) {
+        printf("Usage: auxtrunk-host [train] [options]\n\n"
+               "Trains the auxiliary trunk on a synthetic task: regress a fixed random teacher\n"
+               "network's outputs from synthetic encoder features, fresh samples every step.\n"
+               "The host owns parameters, gradients and Adam state; the plugin computes\n"
+               "forward and backward. Prints progress (step, loss, steps/s) and a summary.\n\n"
+               "Options:\n");
+        print_options(opts, n_opts);
+        printf("  %-24s %s\n\n%s\n%s", "--help", "this text", plugins_help, exit_codes_help);
+        return ATH_EXIT_OK;
+    }
+    if (p != 0)
+        return ATH_EXIT_USAGE;
+    if (check_width("train", "enc", o.enc) || check_width("train", "h1", o.h1) ||
+        check_width("train", "h2", o.h2) || check_width("train", "aux", o.aux))
+        return ATH_EXIT_USAGE;
+    if (batch < 1 || batch > AUXTRUNK_MAX_BATCH) {
+        fprintf(stderr, "auxtrunk-host train: --batch %d is outside [1, %d]\n", batch,
+                AUXTRUNK_MAX_BATCH);
+        return ATH_EXIT_USAGE;
+    }
+    o.batch = batch;
+    if (plugins.n > 1) {
+        fprintf(stderr, "auxtrunk-host train: give one plugin (--plugin-dir or --plugin)\n");
+        return ATH_EXIT_USAGE;
+    }
+    if (default_plugin(&plugins, "train") != 0)
+        return ATH_EXIT_PLUGIN;
+    o.plugin = plugins.items[0];
+    return ath_train_run(&o);
+}
+
+/* ------------------------------------------------------------------------- */
+/* bench                                                                     */
+
+static int cmd_bench(int argc, char **argv, int first)
+{
+    ath_bench_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.device = -1;
+    o.enc = 256;
+    o.h1 = 256;
+    o.h2 = 256;
+    o.aux = 128;
+    o.iters = 200;
+    o.warmup = 20;
+    o.min_iters = 3;
+    o.budget_s = 5.0;
+    o.seed = 1;
+    uint64_t rotate = 128;
+    plugin_list_t plugins = {.n = 0};
+    batch_list_t batches = {{32, 256, 1024, 4096, 65536}, 5};
+    opt_t opts[] = {
+        {"plugin-dir", "DIR", K_PLUGIN, &plugins, "plugin directory or file; repeat to compare plugins"},
+        {"plugin", "NAME", K_NAMED, &plugins, "plugin NAME under the plugins root; repeatable"},
+        {"batches", "LIST", K_LIST, &batches, "batch sizes, comma-separated (default 32,256,1024,4096,65536)"},
+        {"iters", "N", K_INT, &o.iters, "timed iterations per batch, at most (default 200)"},
+        {"warmup", "N", K_INT, &o.warmup, "untimed warm-up iterations, at most (default 20)"},
+        {"min-iters", "N", K_INT, &o.min_iters, "timed iterations, at least (default 3)"},
+        {"budget", "SECONDS", K_DOUBLE, &o.budget_s, "stop timing after this long once min-iters ran (default 5)"},
+        {"rotate-mib", "MIB", K_U64, &rotate, "rotate input sets through this much memory (default 128; 0 = one set)"},
+        {"enc", "N", K_INT, &o.enc, "ENC (default 256)"},
+        {"h1", "N", K_INT, &o.h1, "H1 (default 256)"},
+        {"h2", "N", K_INT, &o.h2, "H2 (default 256)"},
+        {"aux", "N", K_INT, &o.aux, "AUX (default 128)"},
+        {"seed", "S", K_U64, &o.seed, "seed of the random parameters and inputs (default 1)"},
+        {"csv", "FILE", K_STR, &o.csv, "also write the results as CSV ('-' = stdout)"},
+        {"device", "N", K_INT, &o.device, "CUDA device for CUDA plugins (default: the current one)"},
+        {"fast", NULL, K_FLAG, &o.fast, "request AUXTRUNK_CONFIG_FAST (plugins without it are skipped)"},
+        {"quiet", NULL, K_FLAG, &o.quiet, "print only the table"},
+    };
+    const size_t n_opts = sizeof opts / sizeof opts[0];
+    int p = parse(argc, argv, first, opts, n_opts, "bench");
+    if (p == 1) {
+        printf("Usage: auxtrunk-host bench [options]\n\n"
+               "Times forward, backward and a whole step (forward + backward) of one or more\n"
+               "plugins at several batch sizes: median of many iterations after warm-up, on\n"
+               "random inputs rotated among sets larger than an L2 cache. CUDA plugins run\n"
+               "on a non-blocking stream and are timed with CUDA events, host plugins with\n"
+               "the monotonic clock. Prints a table (us per call, TFLOP/s, memory per\n"
+               "handle) and, with --csv, a CSV.\n\n"
+               "FLOP per call: forward = 2*B*(ENC*H1 + H1*H2 + H2*AUX),\n"
+               "backward = 2*B*(ENC*H1 + 2*H1*H2 + 2*H2*AUX), step = the sum.\n\n"
+               "Options:\n");
+        print_options(opts, n_opts);
+        printf("  %-24s %s\n\n%s\n%s", "--help", "this text", plugins_help, exit_codes_help);
+        return ATH_EXIT_OK;
+    }
+    if (p != 0)
+        return ATH_EXIT_USAGE;
+    if (check_width("bench", "enc", o.enc) || check_width("bench", "h1", o.h1) ||
+        check_width("bench", "h2", o.h2) || check_width("bench", "aux", o.aux))
+        return ATH_EXIT_USAGE;
+    if (o.iters < 1 || o.warmup < 0 || o.min_iters < 1 || o.min_iters > o.iters ||
+        !(o.budget_s >= 0)) {
+        fprintf(stderr, "auxtrunk-host bench: need --iters >= --min-iters >= 1, --warmup >= 0, "
+                        "--budget >= 0\n");
+        return ATH_EXIT_USAGE;
+    }
+    for (int i = 0; i < batches.n; i++)
+        if (batches.v[i] > AUXTRUNK_MAX_BATCH) {
+            fprintf(stderr, "auxtrunk-host bench: batch %d is above %d\n", batches.v[i],
+                    AUXTRUNK_MAX_BATCH);
+            return ATH_EXIT_USAGE;
+        }
+    if (default_plugin(&plugins, "bench") != 0)
+        return ATH_EXIT_PLUGIN;
+    o.rotate_mib = (size_t)rotate;
+    o.n_plugins = plugins.n;
+    for (int i = 0; i < plugins.n; i++)
+        o.plugins[i] = plugins.items[i];
+    o.n_batches = batches.n;
+    memcpy(o.batches, batches.v, sizeof batches.v);
+    return ath_bench_run(&o);
+}
+
+/* ------------------------------------------------------------------------- */
+/* main                                                                      */
+
+static void usage(void)
+{
+    printf("Usage: auxtrunk-host [train] [options]    train the trunk on the synthetic task\n"
+           "       auxtrunk-host bench [options]      time forward/backward of plugins\n"
+           "       auxtrunk-host <command> --help     options of a command\n"
+           "       auxtrunk-host --version\n\n"
+           "auxtrunk-host is the stand-in trainer of auxtrunk: it loads a libauxtrunk.so\n"
+           "plugin (ABI %u.%u), owns the parameters, gradients and Adam state, and calls\n"
+           "the plugin for the trunk's forward and backward.\n\n%s\n%s",
+           (unsigned)AUXTRUNK_ABI_MAJOR, (unsigned)AUXTRUNK_ABI_MINOR, plugins_help,
+           exit_codes_help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                      strcmp(argv[1], "help") == 0)) {
+        usage();
+        return ATH_EXIT_OK;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("auxtrunk-host %s (ABI %u.%u, %s)\n", AUXTRUNK_HOST_VERSION,
+               (unsigned)AUXTRUNK_ABI_MAJOR, (unsigned)AUXTRUNK_ABI_MINOR,
+#if defined(AUXTRUNK_HOST_HAVE_CUDA)
+               "with CUDA"
+#else
+               "without CUDA"
+#endif
+        );
+        return ATH_EXIT_OK;
+    }
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0)
+        return cmd_bench(argc, argv, 2);
+    if (argc >= 2 && strcmp(argv[1], "train") == 0)
+        return cmd_train(argc, argv, 2);
+    if (argc >= 2 && strncmp(argv[1], "--", 2) != 0) {
+        fprintf(stderr, "auxtrunk-host: unknown command '%s' (train, bench; see --help)\n",
+                argv[1]);
+        return ATH_EXIT_USAGE;
+    }
+    return cmd_train(argc, argv, 1);
+}

@@ -1,0 +1,210 @@
+/*
+ * report.c — loss curve in memory, CSV, and the SVG chart (report.h).
+ */
+#include "report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Curve                                                                     */
+
+int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 1024;
+        uint64_t *s = realloc(c->step, cap * sizeof *s);
+        if (!s)
+            return ath_errf(err, "out of host memory for the loss curve");
+        c->step = s;
+        double *l = realloc(c->loss, cap * sizeof *l);
+        if (!l)
+            return ath_errf(err, "out of host memory for the loss curve");
+        c->loss = l;
+        c->cap = cap;
+    }
+    c->step[c->n] = step;
+    c->loss[c->n] = loss;
+    c->n++;
+    return 0;
+}
+
+void ath_curve_free(ath_curve_t *c)
+{
+    free(c->step);
+    free(c->loss);
+    memset(c, 0, sizeof *c);
+}
+
+/* ------------------------------------------------------------------------- */
+/* CSV                                                                       */
+
+int ath_csv_open(ath_csv_t *csv, const char *path, ath_err_t *err)
+{
+    csv->path = path;
+    csv->f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    if (!csv->f)
+        return ath_errf(err, "cannot write CSV %s: %s", path, strerror(errno));
+    if (fputs("step,loss\n", csv->f) == EOF)
+        return ath_errf(err, "cannot write CSV %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int ath_csv_row(ath_csv_t *csv, uint64_t step, double loss, ath_err_t *err)
+{
+    if (fprintf(csv->f, "%llu,%.9g\n", (unsigned long long)step, loss) < 0)
+        return ath_errf(err, "cannot write CSV %s: %s", csv->path, strerror(errno));
+    return 0;
+}
+
+int ath_csv_flush(ath_csv_t *csv, ath_err_t *err)
+{
+    if (fflush(csv->f) != 0)
+        return ath_errf(err, "cannot write CSV %s: %s", csv->path, strerror(errno));
+    return 0;
+}
+
+int ath_csv_close(ath_csv_t *csv, ath_err_t *err)
+{
+    if (!csv->f)
+        return 0;
+    int bad = fflush(csv->f) != 0 || ferror(csv->f);
+    if (csv->f != stdout)
+        bad |= fclose(csv->f) != 0;
+    csv->f = NULL;
+    if (bad)
+        return ath_errf(err, "cannot write CSV %s: %s", csv->path, strerror(errno));
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* SVG                                                                       */
+
+/* Chart geometry, in SVG user units. */
+enum { W = 720, H = 420, ML = 78, MR = 24, MT = 40, MB = 52 };
+#define MAX_POINTS 2000
+
+static void put_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default:
+            if ((unsigned char)*s >= 0x20)
+                fputc(*s, f);
+        }
+    }
+}
+
+/* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks. */
+static double nice_step(double span, int n)
+{
+    double raw = span / n;
+    double p = pow(10.0, floor(log10(raw)));
+    double m = raw / p;
+    return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
+}
+
+int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath_err_t *err)
+{
+    /* Axis ranges: steps linear, loss in decades (log10). Non-positive or
+     * non-finite losses cannot sit on a log axis and are left out. */
+    double s0 = 0, s1 = 1, lo = INFINITY, hi = -INFINITY;
+    size_t plotted = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        double l = c->loss[i];
+        if (!(l > 0) || !isfinite(l))
+            continue;
+        if (plotted == 0)
+            s0 = s1 = (double)c->step[i];
+        s0 = fmin(s0, (double)c->step[i]);
+        s1 = fmax(s1, (double)c->step[i]);
+        lo = fmin(lo, l);
+        hi = fmax(hi, l);
+        plotted++;
+    }
+    int d0 = plotted ? (int)floor(log10(lo)) : -1;
+    int d1 = plotted ? (int)ceil(log10(hi)) : 0;
+    if (d1 <= d0)
+        d1 = d0 + 1;
+    if (s1 <= s0)
+        s1 = s0 + 1;
+    const double pw = W - ML - MR, ph = H - MT - MB;
+#define XS(s) (ML + ((s) - s0) / (s1 - s0) * pw)
+#define YS(l) (MT + ((double)d1 - log10(l)) / (double)(d1 - d0) * ph)
+
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", W / 2);
+    put_escaped(f, title);
+    fputs("</text>\n", f);
+
+    /* Decade grid lines and labels on the loss axis. */
+    fputs("<g stroke=\"#dddddd\" stroke-width=\"1\">\n", f);
+    for (int d = d0; d <= d1; d++) {
+        double y = YS(pow(10.0, d));
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", ML, y, W - MR, y);
+    }
+    fputs("</g>\n<g text-anchor=\"end\">\n", f);
+    for (int d = d0; d <= d1; d++)
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\">1e%d</text>\n", ML - 6, YS(pow(10.0, d)) + 4, d);
+    fputs("</g>\n", f);
+
+    /* Step ticks. */
+    double st = nice_step(s1 - s0, 6);
+    fputs("<g text-anchor=\"middle\">\n", f);
+    for (double s = ceil(s0 / st) * st; s <= s1 + 1e-9 * st; s += st)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\">%.0f</text>\n", XS(s), H - MB + 18, s);
+    fputs("</g>\n", f);
+
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+            "stroke=\"black\"/>\n",
+            ML, MT, pw, ph);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">step</text>\n", ML + pw / 2,
+            H - 12);
+    fprintf(f,
+            "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" "
+            "transform=\"rotate(-90 18 %.1f)\">loss (log scale)</text>\n",
+            MT + ph / 2, MT + ph / 2);
+
+    /* The curve, thinned to at most MAX_POINTS points (the last always kept). */
+    if (plotted) {
+        size_t stride = (plotted + MAX_POINTS - 1) / MAX_POINTS;
+        size_t k = 0, last = c->n;
+        for (size_t i = c->n; i-- > 0;)
+            if (c->loss[i] > 0 && isfinite(c->loss[i])) {
+                last = i;
+                break;
+            }
+        fputs("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"", f);
+        for (size_t i = 0; i < c->n; i++) {
+            double l = c->loss[i];
+            if (!(l > 0) || !isfinite(l))
+                continue;
+            if (k++ % stride == 0 || i == last)
+                fprintf(f, "%.1f,%.1f ", XS((double)c->step[i]), YS(l));
+        }
+        fputs("\"/>\n", f);
+    }
+    fputs("</svg>\n", f);
+#undef XS
+#undef YS
+    int bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad)
+        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
+    return 0;
+}

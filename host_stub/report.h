@@ -1,0 +1,41 @@
+/*
+ * report.h — the loss curve: kept in memory during a run, streamed to a CSV
+ * file as it grows, and drawn at the end as a small self-contained SVG chart
+ * (no scripts, no external fonts or styles) with a log-scale loss axis.
+ *
+ * CSV format: a header line "step,loss", then one line per training step;
+ * loss printed with %.9g (enough digits to round-trip a float, and the same
+ * text for the same bits, so two runs can be compared byte for byte).
+ */
+#ifndef ATH_REPORT_H
+#define ATH_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util.h"
+
+typedef struct ath_curve {
+    uint64_t *step;
+    double *loss;
+    size_t n, cap;
+} ath_curve_t;
+
+int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err);
+void ath_curve_free(ath_curve_t *c);
+
+/* CSV writer; path "-" means stdout. */
+typedef struct ath_csv {
+    FILE *f;
+    const char *path;
+} ath_csv_t;
+
+int ath_csv_open(ath_csv_t *csv, const char *path, ath_err_t *err);
+int ath_csv_row(ath_csv_t *csv, uint64_t step, double loss, ath_err_t *err);
+int ath_csv_flush(ath_csv_t *csv, ath_err_t *err);
+int ath_csv_close(ath_csv_t *csv, ath_err_t *err);
+
+/* Writes the chart of c to path. title is plain text (escaped here). */
+int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath_err_t *err);
+
+#endif
