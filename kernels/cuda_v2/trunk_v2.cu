@@ -29,8 +29,18 @@ namespace {
 /* ---------------------------------------------------------------- tiles -- */
 
 constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
-constexpr int BK = 8;      /* reduction steps staged in shared memory per tile */
+/* Reduction steps staged in shared memory per slab: small tiles take long
+ * slabs so that a 256-long reduction needs few dependent global round trips
+ * (small batches are latency-bound), large tiles short ones (registers). */
+template <int BM>
+__host__ __device__ constexpr int bk_of()
+{
+    return BM >= 128 ? 16 : (BM >= 64 ? 32 : 64);
+}
 constexpr int NTHREADS = 256;
+#ifndef V2_MIN_BLOCKS
+#define V2_MIN_BLOCKS 1 /* blocks per SM the register budget must allow */
+#endif
 
 enum Epilogue {
     EPI_BIAS = 0,     /* acc starts at bias[n]; store acc            (layer 3) */
@@ -52,60 +62,112 @@ struct Gemm {
     int m, n;
 };
 
-template <int BM, int TM>
-__device__ __forceinline__ void load_frag(float (&f)[TM], const float *row)
+/* Which of a tile's BD rows/columns a thread's fragment element i covers.
+ * 8-wide fragments are split into two 4-wide halves BD/2 apart, so that the
+ * 16-byte shared-memory reads of 8 neighbouring threads hit 32 distinct banks.
+ * (Ownership only: it never changes the order of any sum.) */
+template <int BD, int T>
+__device__ __forceinline__ int frag_index(int t, int i)
 {
-    static_assert(TM == 2 || TM % 4 == 0, "fragment width");
-    if constexpr (TM == 2) {
-        float2 v = *reinterpret_cast<const float2 *>(row);
+    if constexpr (T == 8)
+        return i < 4 ? t * 4 + i : BD / 2 + t * 4 + (i - 4);
+    else
+        return t * T + i;
+}
+
+template <int BD, int T>
+__device__ __forceinline__ void load_frag(float (&f)[T], const float *row, int t)
+{
+    static_assert(T == 2 || T == 4 || T == 8, "fragment width");
+    if constexpr (T == 2) {
+        float2 v = *reinterpret_cast<const float2 *>(row + t * 2);
         f[0] = v.x;
         f[1] = v.y;
     } else {
 #pragma unroll
-        for (int i = 0; i < TM; i += 4) {
-            float4 v = *reinterpret_cast<const float4 *>(row + i);
-            f[i] = v.x;
-            f[i + 1] = v.y;
-            f[i + 2] = v.z;
-            f[i + 3] = v.w;
+        for (int h = 0; h < T / 4; h++) {
+            float4 v = *reinterpret_cast<const float4 *>(row + frag_index<BD, T>(t, 4 * h));
+            f[4 * h] = v.x;
+            f[4 * h + 1] = v.y;
+            f[4 * h + 2] = v.z;
+            f[4 * h + 3] = v.w;
         }
     }
 }
 
-/* Stage a BK x BD slab of an operand into registers. kc: operand is stored
- * k-contiguous. Out-of-range rows/columns read as 0; they only ever meet
+/* Stage a BK x BD slab of an operand into registers. KC: the operand is
+ * stored k-contiguous. VEC: 16-byte loads along the contiguous direction
+ * (every width a multiple of 4 and every base 16-byte aligned, checked by the
+ * launcher). Out-of-range rows/columns read as 0; they only ever meet
  * accumulators that are never stored, and out-of-range k is never used. */
-template <int BD, bool KC>
-__device__ __forceinline__ void fetch(float (&r)[BK * BD / NTHREADS], const float *p, int ld,
-                                      int d0, int dlim, int k0, int klim, int tid)
-{
+template <int BD, int BK, bool KC, bool VEC>
+struct Slab {
+    static constexpr int N = BK * BD / NTHREADS; /* floats per thread */
+    static constexpr bool V = VEC && N % 4 == 0;
+    static __device__ __forceinline__ void fetch(float (&r)[N], const float *p, int ld, int d0,
+                                                 int dlim, int k0, int klim, int tid)
+    {
+        if constexpr (V) {
 #pragma unroll
-    for (int e = 0; e < BK * BD / NTHREADS; e++) {
-        int i = tid + e * NTHREADS;
-        int kk = KC ? i % BK : i / BD;
-        int dd = KC ? i / BK : i % BD;
-        int k = k0 + kk, d = d0 + dd;
-        float v = 0.0f;
-        if (k < klim && d < dlim)
-            v = KC ? __ldg(p + (size_t)d * ld + k) : __ldg(p + (size_t)k * ld + d);
-        r[e] = v;
-    }
-}
-
-template <int BD, bool KC>
-__device__ __forceinline__ void stash(const float (&r)[BK * BD / NTHREADS], float *s, int tid)
-{
+            for (int e = 0; e < N / 4; e++) {
+                int i = (tid + e * NTHREADS) * 4; /* first of 4 consecutive */
+                int kk = KC ? i % BK : i / BD;
+                int dd = KC ? i / BK : i % BD;
+                int k = k0 + kk, d = d0 + dd;
+                float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (k < klim && d < dlim)
+                    v = __ldg(reinterpret_cast<const float4 *>(KC ? p + (size_t)d * ld + k
+                                                                   : p + (size_t)k * ld + d));
+                r[4 * e] = v.x;
+                r[4 * e + 1] = v.y;
+                r[4 * e + 2] = v.z;
+                r[4 * e + 3] = v.w;
+            }
+        } else {
 #pragma unroll
-    for (int e = 0; e < BK * BD / NTHREADS; e++) {
-        int i = tid + e * NTHREADS;
-        int kk = KC ? i % BK : i / BD;
-        int dd = KC ? i / BK : i % BD;
-        s[kk * (BD + 4) + dd] = r[e];
+            for (int e = 0; e < N; e++) {
+                int i = tid + e * NTHREADS;
+                int kk = KC ? i % BK : i / BD;
+                int dd = KC ? i / BK : i % BD;
+                int k = k0 + kk, d = d0 + dd;
+                float v = 0.0f;
+                if (k < klim && d < dlim)
+                    v = KC ? __ldg(p + (size_t)d * ld + k) : __ldg(p + (size_t)k * ld + d);
+                r[e] = v;
+            }
+        }
     }
-}
+    static __device__ __forceinline__ void stash(const float (&r)[N], float *s, int tid)
+    {
+        if constexpr (V) {
+#pragma unroll
+            for (int e = 0; e < N / 4; e++) {
+                int i = (tid + e * NTHREADS) * 4;
+                int kk = KC ? i % BK : i / BD;
+                int dd = KC ? i / BK : i % BD;
+                if constexpr (KC) { /* 4 consecutive k of one row d: a column of s */
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        s[(kk + q) * (BD + 4) + dd] = r[4 * e + q];
+                } else {
+                    *reinterpret_cast<float4 *>(s + kk * (BD + 4) + dd) =
+                        make_float4(r[4 * e], r[4 * e + 1], r[4 * e + 2], r[4 * e + 3]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < N; e++) {
+                int i = tid + e * NTHREADS;
+                int kk = KC ? i % BK : i / BD;
+                int dd = KC ? i / BK : i % BD;
+                s[kk * (BD + 4) + dd] = r[e];
+            }
+        }
+    }
+};
 
 /* Computes one BM x BN tile over reduction indices [k_begin, k_end). */
-template <int BM, int BN, bool A_KC, bool B_KC, int EPI>
+template <int BM, int BN, bool A_KC, bool B_KC, int EPI, bool VEC>
 __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_begin, int k_end,
                                           bool accumulate, float *smem)
 {
@@ -113,6 +175,7 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
     constexpr int TM = BM * BN / NTHREADS / TN;
     constexpr int TX = BN / TN; /* threads along n */
     static_assert(TX * (BM / TM) == NTHREADS, "tile shape");
+    constexpr int BK = bk_of<BM>();
     static_assert(BK * BM % NTHREADS == 0 && BK * BN % NTHREADS == 0, "staging shape");
     constexpr int AS = BK * (BM + 4), BS = BK * (BN + 4);
 
@@ -125,35 +188,37 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
     for (int i = 0; i < TM; i++)
 #pragma unroll
         for (int j = 0; j < TN; j++) {
-            int n = n0 + tx * TN + j;
+            int n = n0 + frag_index<BN, TN>(tx, j);
             acc[i][j] = (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) ? (n < g.n ? g.bias[n] : 0.0f)
                                                                  : 0.0f;
         }
 
-    float ra[BK * BM / NTHREADS], rb[BK * BN / NTHREADS];
+    using SA = Slab<BM, BK, A_KC, VEC>;
+    using SB = Slab<BN, BK, B_KC, VEC>;
+    float ra[SA::N], rb[SB::N];
     const int ntiles = (k_end - k_begin + BK - 1) / BK;
-    fetch<BM, A_KC>(ra, g.a, g.lda, m0, g.m, k_begin, k_end, tid);
-    fetch<BN, B_KC>(rb, g.b, g.ldb, n0, g.n, k_begin, k_end, tid);
-    stash<BM, A_KC>(ra, as, tid);
-    stash<BN, B_KC>(rb, bs, tid);
+    SA::fetch(ra, g.a, g.lda, m0, g.m, k_begin, k_end, tid);
+    SB::fetch(rb, g.b, g.ldb, n0, g.n, k_begin, k_end, tid);
+    SA::stash(ra, as, tid);
+    SB::stash(rb, bs, tid);
     __syncthreads();
 
     for (int t = 0; t < ntiles; t++) {
         const int buf = t & 1;
         const int k0 = k_begin + t * BK;
         if (t + 1 < ntiles) { /* next slab in flight while this one is used */
-            fetch<BM, A_KC>(ra, g.a, g.lda, m0, g.m, k0 + BK, k_end, tid);
-            fetch<BN, B_KC>(rb, g.b, g.ldb, n0, g.n, k0 + BK, k_end, tid);
+            SA::fetch(ra, g.a, g.lda, m0, g.m, k0 + BK, k_end, tid);
+            SB::fetch(rb, g.b, g.ldb, n0, g.n, k0 + BK, k_end, tid);
         }
-        const float *a_s = as + buf * AS + ty * TM;
-        const float *b_s = bs + buf * BS + tx * TN;
+        const float *a_s = as + buf * AS;
+        const float *b_s = bs + buf * BS;
         const int kn = k_end - k0;
         if (kn >= BK) {
 #pragma unroll
             for (int kk = 0; kk < BK; kk++) {
                 float fa[TM], fb[TN];
-                load_frag<BM, TM>(fa, a_s + kk * (BM + 4));
-                load_frag<BN, TN>(fb, b_s + kk * (BN + 4));
+                load_frag<BM, TM>(fa, a_s + kk * (BM + 4), ty);
+                load_frag<BN, TN>(fb, b_s + kk * (BN + 4), tx);
 #pragma unroll
                 for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -163,8 +228,8 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
         } else { /* reduction tail: exactly kn more steps */
             for (int kk = 0; kk < kn; kk++) {
                 float fa[TM], fb[TN];
-                load_frag<BM, TM>(fa, a_s + kk * (BM + 4));
-                load_frag<BN, TN>(fb, b_s + kk * (BN + 4));
+                load_frag<BM, TM>(fa, a_s + kk * (BM + 4), ty);
+                load_frag<BN, TN>(fb, b_s + kk * (BN + 4), tx);
 #pragma unroll
                 for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -175,20 +240,20 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
         if (t + 1 < ntiles) {
             /* The other buffer was last read in iteration t-1, which ended
              * with the barrier below, so it is free to overwrite now. */
-            stash<BM, A_KC>(ra, as + (buf ^ 1) * AS, tid);
-            stash<BN, B_KC>(rb, bs + (buf ^ 1) * BS, tid);
+            SA::stash(ra, as + (buf ^ 1) * AS, tid);
+            SB::stash(rb, bs + (buf ^ 1) * BS, tid);
         }
         __syncthreads();
     }
 
 #pragma unroll
     for (int i = 0; i < TM; i++) {
-        int m = m0 + ty * TM + i;
+        int m = m0 + frag_index<BM, TM>(ty, i);
         if (m >= g.m)
             continue;
 #pragma unroll
         for (int j = 0; j < TN; j++) {
-            int n = n0 + tx * TN + j;
+            int n = n0 + frag_index<BN, TN>(tx, j);
             if (n >= g.n)
                 continue;
             size_t o = (size_t)m * g.ldc + n;
@@ -207,17 +272,17 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
 template <int BM, int BN>
 __host__ __device__ constexpr int smem_floats()
 {
-    return 2 * BK * (BM + 4) + 2 * BK * (BN + 4);
+    return 2 * bk_of<BM>() * (BM + 4) + 2 * bk_of<BM>() * (BN + 4);
 }
 
 /* ------------------------------------------------------- forward / dh -- */
 
 /* One GEMM over the whole reduction (layer forward, hidden gradient). */
-template <int BM, int BN, bool A_KC, bool B_KC, int EPI>
-__global__ void __launch_bounds__(NTHREADS) gemm_kernel(Gemm g, int k)
+template <int BM, int BN, bool A_KC, bool B_KC, int EPI, bool VEC>
+__global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) gemm_kernel(Gemm g, int k)
 {
     __shared__ __align__(16) float smem[smem_floats<BM, BN>()];
-    gemm_tile<BM, BN, A_KC, B_KC, EPI>(g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false, smem);
+    gemm_tile<BM, BN, A_KC, B_KC, EPI, VEC>(g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false, smem);
 }
 
 /* ------------------------------------------------------------- backward -- */
@@ -237,8 +302,8 @@ struct GradGroup {
     int accumulate;
 };
 
-template <int BM, int BN>
-__global__ void __launch_bounds__(NTHREADS) grad_chunk_kernel(GradGroup G)
+template <int BM, int BN, bool VEC>
+__global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) grad_chunk_kernel(GradGroup G)
 {
     __shared__ __align__(16) float smem[smem_floats<BM, BN>()];
     const int chunk = blockIdx.y;
@@ -252,7 +317,7 @@ __global__ void __launch_bounds__(NTHREADS) grad_chunk_kernel(GradGroup G)
     if (p < 3) {
         Gemm g = G.dw[p];
         g.c += off;
-        gemm_tile<BM, BN, false, false, EPI_SUM>(g, (blk / G.tiles_n[p]) * BM,
+        gemm_tile<BM, BN, false, false, EPI_SUM, VEC>(g, (blk / G.tiles_n[p]) * BM,
                                                  (blk % G.tiles_n[p]) * BN, kb, ke,
                                                  G.accumulate && G.chunk_stride == 0, smem);
     } else {
@@ -334,9 +399,10 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
 /* --------------------------------------------------------------- launch -- */
 
 /* Tile configurations, largest first; a launch takes the largest one that
- * still gives every multiprocessor about two blocks (the small batches of RL
- * are latency-bound and want more, smaller tiles). */
-constexpr int TARGET_BLOCKS = 2 * 132;
+ * still fills every multiprocessor once (132 on the H200). Larger tiles do
+ * more FMAs per shared-memory read; below one full wave, smaller tiles win
+ * because the small batches of RL are latency-bound. */
+constexpr int FULL_WAVE = 132;
 
 inline int tiles(int m, int n, int bm, int bn)
 {
@@ -345,35 +411,42 @@ inline int tiles(int m, int n, int bm, int bn)
 
 inline int pick(int m, int n, int mult)
 {
-    if ((long long)tiles(m, n, 128, 128) * mult >= TARGET_BLOCKS)
+    if ((long long)tiles(m, n, 128, 128) * mult >= FULL_WAVE)
         return 128;
-    if ((long long)tiles(m, n, 64, 64) * mult >= TARGET_BLOCKS)
+    if ((long long)tiles(m, n, 64, 64) * mult >= FULL_WAVE)
         return 64;
     return 32;
 }
 
-template <bool A_KC, bool B_KC, int EPI>
-cudaError_t gemm(const Gemm &g, int k, cudaStream_t s)
+template <bool A_KC, bool B_KC, int EPI, bool VEC>
+cudaError_t gemm_launch(const Gemm &g, int k, cudaStream_t s)
 {
     switch (pick(g.m, g.n, 1)) {
     case 128:
-        gemm_kernel<128, 128, A_KC, B_KC, EPI>
+        gemm_kernel<128, 128, A_KC, B_KC, EPI, VEC>
             <<<dim3((g.n + 127) / 128, (g.m + 127) / 128), NTHREADS, 0, s>>>(g, k);
         break;
     case 64:
-        gemm_kernel<64, 64, A_KC, B_KC, EPI>
+        gemm_kernel<64, 64, A_KC, B_KC, EPI, VEC>
             <<<dim3((g.n + 63) / 64, (g.m + 63) / 64), NTHREADS, 0, s>>>(g, k);
         break;
     default:
-        gemm_kernel<32, 32, A_KC, B_KC, EPI>
+        gemm_kernel<32, 32, A_KC, B_KC, EPI, VEC>
             <<<dim3((g.n + 31) / 32, (g.m + 31) / 32), NTHREADS, 0, s>>>(g, k);
         break;
     }
     return cudaGetLastError();
 }
 
+template <bool A_KC, bool B_KC, int EPI>
+cudaError_t gemm(const Gemm &g, int k, bool vec, cudaStream_t s)
+{
+    return vec ? gemm_launch<A_KC, B_KC, EPI, true>(g, k, s)
+               : gemm_launch<A_KC, B_KC, EPI, false>(g, k, s);
+}
+
 template <int BM, int BN>
-cudaError_t launch_grads(GradGroup &G, int nc, cudaStream_t s)
+cudaError_t launch_grads(GradGroup &G, int nc, bool vec, cudaStream_t s)
 {
     int t = 0;
     G.tile_start[0] = 0;
@@ -386,9 +459,16 @@ cudaError_t launch_grads(GradGroup &G, int nc, cudaStream_t s)
         t += (G.db_n[q] + NTHREADS - 1) / NTHREADS;
         G.tile_start[4 + q] = t;
     }
-    grad_chunk_kernel<BM, BN><<<dim3(t, nc), NTHREADS, 0, s>>>(G);
+    if (vec)
+        grad_chunk_kernel<BM, BN, true><<<dim3(t, nc), NTHREADS, 0, s>>>(G);
+    else
+        grad_chunk_kernel<BM, BN, false><<<dim3(t, nc), NTHREADS, 0, s>>>(G);
     return cudaGetLastError();
 }
+
+/* 16-byte loads need every row stride a multiple of 4 floats and every base
+ * pointer 16-byte aligned. */
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 } /* namespace */
 
@@ -412,14 +492,17 @@ extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float
     if (batch <= 0 || !p || !x || !h1 || !h2 || !out)
         return cudaErrorInvalidValue;
     cudaError_t e;
+    const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
+                     aligned16(x) && aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) &&
+                     aligned16(h1) && aligned16(h2);
     Gemm g1 = {x, p->w1, h1, p->b1, nullptr, d.enc, d.h1, d.h1, batch, d.h1};
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, stream)) != cudaSuccess)
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream)) != cudaSuccess)
         return e;
     Gemm g2 = {h1, p->w2, h2, p->b2, nullptr, d.h1, d.h2, d.h2, batch, d.h2};
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, stream)) != cudaSuccess)
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, vec, stream)) != cudaSuccess)
         return e;
     Gemm g3 = {h2, p->w3, out, p->b3, nullptr, d.h2, d.aux, d.aux, batch, d.aux};
-    return gemm<true, false, EPI_BIAS>(g3, d.h2, stream);
+    return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream);
 }
 
 extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x,
@@ -433,14 +516,17 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     float *dh2 = workspace;
     float *dh1 = dh2 + (size_t)batch * d.h2;
     float *partials = dh1 + (size_t)batch * d.h1;
+    const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
+                     aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
+                     aligned16(p->w2) && aligned16(p->w3) && aligned16(dh2) && aligned16(dh1);
 
     /* dh2_pre = (dout · W3ᵀ) ⊙ ELU'(h2): reduction over AUX, both operands
      * k-contiguous; dh1_pre likewise from dh2_pre and W2. */
     Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2};
-    if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, stream)) != cudaSuccess)
+    if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream)) != cudaSuccess)
         return e;
     Gemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1};
-    if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, stream)) != cudaSuccess)
+    if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream)) != cudaSuccess)
         return e;
 
     const int nc = auxtrunk_canon_chunks(batch);
@@ -467,16 +553,19 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     G.chunk_stride = direct ? 0 : P;
     G.accumulate = accumulate;
 
-    int dw_tiles128 = tiles(d.enc, d.h1, 128, 128) + tiles(d.h1, d.h2, 128, 128) +
-                      tiles(d.h2, d.aux, 128, 128);
-    int dw_tiles64 = tiles(d.enc, d.h1, 64, 64) + tiles(d.h1, d.h2, 64, 64) +
-                     tiles(d.h2, d.aux, 64, 64);
-    if ((long long)dw_tiles128 * nc >= TARGET_BLOCKS)
-        e = launch_grads<128, 128>(G, nc, stream);
-    else if ((long long)dw_tiles64 * nc >= TARGET_BLOCKS)
-        e = launch_grads<64, 64>(G, nc, stream);
-    else
-        e = launch_grads<32, 32>(G, nc, stream);
+    /* dW tiles: sized by the largest of the three problems (W1 or W2). */
+    const int wm = d.enc > d.h1 ? d.enc : d.h1, wn = d.h1 > d.h2 ? d.h1 : d.h2;
+    switch (pick(wm, wn, nc)) {
+    case 128:
+        e = launch_grads<128, 128>(G, nc, vec, stream);
+        break;
+    case 64:
+        e = launch_grads<64, 64>(G, nc, vec, stream);
+        break;
+    default:
+        e = launch_grads<32, 32>(G, nc, vec, stream);
+        break;
+    }
     if (e != cudaSuccess || direct)
         return e;
 
