@@ -256,6 +256,20 @@ cudaError_t v1_db_reduce(const float *g, int batch, int n, int accumulate, float
     return cudaGetLastError();
 }
 
+cudaError_t v1_prepare(void)
+{
+    const void *const kernels[] = {
+        (const void *)layer_forward_kernel<true>, (const void *)layer_forward_kernel<false>,
+        (const void *)dh_pre_kernel, (const void *)dw_reduce_kernel,
+        (const void *)db_reduce_kernel,
+    };
+    for (const void *k : kernels) {
+        cudaFuncAttributes a;
+        V1_TRY(cudaFuncGetAttributes(&a, k));
+    }
+    return cudaSuccess;
+}
+
 cudaError_t v1_forward(v1_dims_t d, const v1_params_t *p, const float *x, int batch, float *h1,
                        float *h2, float *out, cudaStream_t stream)
 {

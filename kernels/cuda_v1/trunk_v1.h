@@ -70,6 +70,12 @@ cudaError_t v1_db_reduce(const float *g, int batch, int n, int accumulate, float
 /* ------------------------------------------------------------------------- */
 /* The trunk                                                                 */
 
+/* Resolves every kernel of this file on the current device (loads it, even
+ * under lazy module loading), so that no later launch loads code: call once
+ * per device at init. A first launch inside a host's graph capture then
+ * needs nothing but the launch itself. */
+cudaError_t v1_prepare(void);
+
 /* Forward: h1 [B, H1], h2 [B, H2] (recorded or scratch, the caller decides)
  * and out [B, AUX] from x [B, ENC]. Three launches. */
 cudaError_t v1_forward(v1_dims_t d, const v1_params_t *p, const float *x, int batch, float *h1,

@@ -93,6 +93,11 @@ static int32_t v1_init(const auxtrunk_config_t *config, auxtrunk_handle_t **out_
     if ((st = atc_device_enter(&g, &h->base, device)) != AUXTRUNK_OK)
         goto fail;
     st = ATC_CHECK(&h->base, cudaMalloc(&h->block, h->block_bytes));
+    if (st == AUXTRUNK_OK) {
+        st = ATC_CHECK(&h->base, v1_prepare()); /* no code loading in later calls */
+        if (st != AUXTRUNK_OK)
+            (void)ATC_CHECK(NULL, cudaFree(h->block)); /* keeps the first error */
+    }
     st = atc_device_leave(&g, &h->base, st);
     if (st != AUXTRUNK_OK)
         goto fail;
