@@ -1,0 +1,280 @@
+/*
+ * checks_lifecycle.c — group 3: init/destroy cycles without growth, unused
+ * and concurrent handles, backward before forward, handles that are not
+ * live, memory_usage.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checks.h"
+#include "device.h"
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.cycles                                                          */
+
+/* Growth allowed over the measured cycles. The heap figure is exact (bytes
+ * malloc has handed out), so its slack only absorbs lazily-created runtime
+ * state; a leak of one 1 KiB block per cycle already exceeds it. */
+#define CYCLE_HEAP_SLACK (64LL << 10)
+#define CYCLE_RSS_SLACK_KB (16LL << 10)
+#define CYCLE_DEVICE_SLACK (64LL << 20)
+
+void check_lifecycle_cycles(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    const int cuda = pl->space == CF_SPACE_CUDA;
+    /* CUDA: a topology whose recorded activations are 16 MiB per handle, so
+     * that a handle leaked per cycle shows in device-wide memory figures. */
+    const cf_topo_t t = cuda ? (cf_topo_t){256, 256, 256, 128, 8192} : (cf_topo_t){16, 32, 24, 8, 64};
+    const int warm = cuda ? 5 : 10, cycles = cuda ? 30 : 200, B = 64;
+    cf_inputs_t in;
+    cf_bufs_t b;
+    if (cf_inputs_make(&in, &ctx->rng, t, B) || cf_bufs_make(&b, pl->space, &in, 0)) {
+        cf_fail(ctx, "runner: cannot allocate buffers");
+        return;
+    }
+    auxtrunk_config_t cfg = cf_config(t.enc, t.h1, t.h2, t.aux, t.max_batch);
+    cf_usage_t u0, u1;
+    for (int i = 0; i < warm + cycles; i++) {
+        if (i == warm)
+            cf_usage_read(&u0, cuda);
+        auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
+        if (!h)
+            return;
+        if (cf_forward(ctx, pl, h, &b, B, NULL, NULL) ||
+            cf_backward(ctx, pl, h, &b, B, 0, NULL, NULL))
+            return;
+        int32_t rc = pl->api.destroy(h);
+        if (rc != AUXTRUNK_OK) {
+            cf_fail(ctx, "destroy returned %s in cycle %d", cf_status_name(rc), i + 1);
+            return;
+        }
+    }
+    cf_usage_read(&u1, cuda);
+    long long dheap = u0.heap >= 0 ? u1.heap - u0.heap : 0;
+    long long drss = u1.rss_kb - u0.rss_kb;
+    long long ddev = cuda && u0.device >= 0 && u1.device >= 0 ? u1.device - u0.device : 0;
+    int dfd = u1.fds - u0.fds, dthr = u1.threads - u0.threads;
+    char fig[400];
+    snprintf(fig, sizeof fig, "over %d init/forward/backward/destroy cycles: heap %+lld B, RSS %+lld KiB, "
+             "fds %+d, threads %+d%s", cycles, dheap, drss, dfd, dthr, cuda ? ", device " : "");
+    if (cuda)
+        snprintf(fig + strlen(fig), sizeof fig - strlen(fig), "%+lld B", ddev);
+    if (dheap > CYCLE_HEAP_SLACK)
+        cf_fail(ctx, "host heap grew by %lld bytes (%lld per cycle) %s", dheap, dheap / cycles, fig);
+    else if (drss > CYCLE_RSS_SLACK_KB)
+        cf_fail(ctx, "resident memory grew by %lld KiB %s", drss, fig);
+    else if (dfd > 0)
+        cf_fail(ctx, "%d file descriptor(s) leaked %s", dfd, fig);
+    else if (dthr > 0)
+        cf_fail(ctx, "%d thread(s) left running %s", dthr, fig);
+    else if (ddev > CYCLE_DEVICE_SLACK)
+        cf_fail(ctx, "device memory grew by %lld bytes %s", ddev, fig);
+    else
+        cf_pass_detail(ctx, "%s", fig);
+    if (u0.heap < 0)
+        cf_note(ctx, "heap figures unavailable (no mallinfo2): only RSS was compared");
+}
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.unused_handle                                                   */
+
+void check_lifecycle_unused_handle(cf_ctx_t *ctx)
+{
+    const auxtrunk_api_t *a = &ctx->pl.api;
+    auxtrunk_config_t cfg = cf_config(7, 6, 5, 4, 33);
+    auxtrunk_handle_t *h = cf_init(ctx, &ctx->pl, &cfg);
+    if (!h)
+        return;
+    cf_stage(ctx, "destroy of a handle never used");
+    if (cf_expect_status(ctx, a->destroy(h), AUXTRUNK_OK, "destroy of a never-used handle"))
+        return;
+    cf_stage(ctx, "destroy(NULL)");
+    cf_expect_status(ctx, a->destroy(NULL), AUXTRUNK_OK, "destroy(NULL)");
+}
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.two_handles                                                     */
+
+void check_lifecycle_two_handles(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    cf_setup_t A, B;
+    cf_ref_t ra, rb;
+    const int nA = 37, nB = 300;
+    if (cf_setup_make(ctx, pl, &A, (cf_topo_t){9, 14, 11, 6, 40}, nA) ||
+        cf_setup_make(ctx, pl, &B, (cf_topo_t){20, 8, 16, 3, 300}, nB))
+        return;
+    if (cf_ref_make(&ra, &A.in) || cf_ref_make(&rb, &B.in)) {
+        cf_fail(ctx, "runner: out of host memory");
+        return;
+    }
+    double worst = 0;
+    /* Interleaved: each backward must use its own handle's record. */
+    if (cf_forward(ctx, pl, A.h, &A.b, nA, &A.o, NULL) ||
+        cf_expect_close_all(ctx, "handle A forward", &A.in, &A.o, &ra, 1, 0, CF_TOL, &worst) ||
+        cf_forward(ctx, pl, B.h, &B.b, nB, &B.o, NULL) ||
+        cf_expect_close_all(ctx, "handle B forward", &B.in, &B.o, &rb, 1, 0, CF_TOL, &worst) ||
+        cf_backward(ctx, pl, A.h, &A.b, nA, 0, &A.o, NULL) ||
+        cf_expect_close_all(ctx, "handle A backward after B's forward", &A.in, &A.o, &ra, 0, 1, CF_TOL, &worst) ||
+        cf_infer(ctx, pl, A.h, &A.b, nA, &A.o, NULL) ||
+        cf_backward(ctx, pl, B.h, &B.b, nB, 0, &B.o, NULL) ||
+        cf_expect_close_all(ctx, "handle B backward", &B.in, &B.o, &rb, 0, 1, CF_TOL, &worst))
+        return;
+    int32_t rc = pl->api.destroy(A.h);
+    if (cf_expect_status(ctx, rc, AUXTRUNK_OK, "destroy of handle A"))
+        return;
+    if (cf_backward(ctx, pl, B.h, &B.b, nB, 0, &B.o, NULL) ||
+        cf_expect_close_all(ctx, "handle B backward after A was destroyed", &B.in, &B.o, &rb, 0, 1, CF_TOL, &worst))
+        return;
+    if (cf_expect_status(ctx, pl->api.destroy(B.h), AUXTRUNK_OK, "destroy of handle B"))
+        return;
+    cf_pass_detail(ctx, "worst relative error %.2g", worst);
+}
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.no_forward                                                      */
+
+void check_lifecycle_no_forward(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    const auxtrunk_api_t *a = &pl->api;
+    cf_setup_t s;
+    const int n = 12;
+    if (cf_setup_make(ctx, pl, &s, (cf_topo_t){8, 7, 6, 5, 16}, n))
+        return;
+    cf_watch_t w;
+    const char *what = "backward on a fresh handle";
+    cf_stage(ctx, "%s", what);
+    if (cf_watch_begin(ctx, &w, &s.b))
+        return;
+    int32_t rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL);
+    if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, what) || cf_watch_end(ctx, &w, what) ||
+        cf_expect_last_error(ctx, pl, s.h, what))
+        return;
+    /* An inference forward records nothing. */
+    if (cf_infer(ctx, pl, s.h, &s.b, n, NULL, NULL))
+        return;
+    what = "backward after only an inference forward";
+    cf_stage(ctx, "%s", what);
+    if (cf_watch_begin(ctx, &w, &s.b))
+        return;
+    rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL);
+    if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, what) || cf_watch_end(ctx, &w, what))
+        return;
+    /* Neither does a forward that failed. */
+    rc = a->forward(s.h, &s.b.params, s.b.x.p, 17, s.b.out.p, 0, NULL);
+    if (cf_expect_status(ctx, rc, AUXTRUNK_E_BATCH, "forward with batch 17 > max_batch 16"))
+        return;
+    what = "backward after only a failed forward";
+    cf_stage(ctx, "%s", what);
+    if (cf_watch_begin(ctx, &w, &s.b))
+        return;
+    rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL);
+    if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, what) || cf_watch_end(ctx, &w, what))
+        return;
+    /* And then a real forward makes backward work. */
+    if (cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
+        return;
+}
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.not_a_handle                                                    */
+
+void check_lifecycle_not_a_handle(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    const auxtrunk_api_t *a = &pl->api;
+    cf_setup_t s;
+    const int n = 4;
+    if (cf_setup_make(ctx, pl, &s, (cf_topo_t){4, 3, 3, 2, 4}, n) ||
+        cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL))
+        return;
+    /* A zeroed block the runner owns: reading its header is safe, and no
+     * plugin's live-handle marker can be in it. */
+    auxtrunk_handle_t *fake = calloc(1, 1 << 16);
+    for (int round = 0; round < 2; round++) {
+        auxtrunk_handle_t *h = round == 0 ? fake : NULL;
+        const char *who = round == 0 ? "a zeroed non-handle block" : "a NULL handle";
+        int32_t want = round == 0 ? AUXTRUNK_E_BAD_HANDLE : AUXTRUNK_E_NULL_POINTER;
+        int32_t alt = round == 0 ? AUXTRUNK_E_BAD_HANDLE : AUXTRUNK_E_BAD_HANDLE;
+        for (int call = 0; call < 5; call++) {
+            static const char *const names[5] = {"forward", "infer", "backward", "memory_usage", "destroy"};
+            if (call == 4 && round == 1)
+                break; /* destroy(NULL) is OK by definition */
+            char what[96];
+            snprintf(what, sizeof what, "%s on %s", names[call], who);
+            cf_stage(ctx, "%s", what);
+            cf_watch_t w;
+            if (cf_watch_begin(ctx, &w, &s.b))
+                return;
+            auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
+            int32_t rc = call == 0 ? a->forward(h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+                       : call == 1 ? a->infer(h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+                       : call == 2 ? a->backward(h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL)
+                       : call == 3 ? a->memory_usage(h, &mem)
+                                   : a->destroy(h);
+            if (cf_expect_status2(ctx, rc, want, alt, what) || cf_watch_end(ctx, &w, what))
+                return;
+        }
+    }
+    for (size_t i = 0; i < (1 << 16); i++)
+        if (((unsigned char *)fake)[i] != 0) {
+            cf_fail(ctx, "a call on a non-handle block wrote into it (byte %zu)", i);
+            return;
+        }
+    const char *le = a->last_error(NULL);
+    if (!le || le[0]) {
+        cf_fail(ctx, "last_error(NULL) is %s%s%s, expected \"\"", le ? "\"" : "(NULL)", le ? le : "",
+                le ? "\"" : "");
+        return;
+    }
+    /* The real handle is unaffected. */
+    cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.after_destroy                                                   */
+
+void check_lifecycle_after_destroy(cf_ctx_t *ctx)
+{
+    cf_skip(ctx, "not probed: destroy frees the handle, so any later call on it is undefined "
+            "behaviour for the host; E_BAD_HANDLE is probed with a runner-owned non-handle "
+            "block instead (lifecycle.not_a_handle)");
+}
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.memory_usage                                                    */
+
+void check_lifecycle_memory_usage(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    const auxtrunk_api_t *a = &pl->api;
+    auxtrunk_config_t cfg = cf_config(64, 64, 64, 32, 1024);
+    auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
+    if (!h)
+        return;
+    auxtrunk_memory_t m;
+    memset(&m, 0xCD, sizeof m);
+    m.struct_size = sizeof m;
+    if (cf_expect_status(ctx, a->memory_usage(h, &m), AUXTRUNK_OK, "memory_usage"))
+        return;
+    if (m.struct_size != sizeof m || m.reserved != 0) {
+        cf_fail(ctx, "memory_usage left struct_size %u and reserved 0x%x (expected %zu and 0)",
+                m.struct_size, m.reserved, sizeof m);
+        return;
+    }
+    if (pl->space == CF_SPACE_HOST && m.device_bytes != 0) {
+        cf_fail(ctx, "a host-memory plugin reports %llu device bytes", (unsigned long long)m.device_bytes);
+        return;
+    }
+    if (cf_expect_status(ctx, a->memory_usage(h, NULL), AUXTRUNK_E_NULL_POINTER,
+                         "memory_usage(handle, NULL)") ||
+        cf_expect_last_error(ctx, pl, h, "memory_usage(handle, NULL)"))
+        return;
+    cf_pass_detail(ctx, "host %llu B, device %llu B for 64x64x64x32, max_batch 1024",
+                   (unsigned long long)m.host_bytes, (unsigned long long)m.device_bytes);
+    a->destroy(h);
+}

@@ -1,0 +1,594 @@
+/*
+ * main.c — auxtrunk-conform, the parent process: options, check selection,
+ * one forked child per check with a timeout, the text output and the TAP or
+ * JSON report.
+ *
+ * The parent never loads the plugin and never touches CUDA: a plugin that
+ * crashes, hangs or corrupts memory takes down only the child running one
+ * check, which then fails with the reason ("killed by signal 11
+ * (Segmentation fault) during init", "timed out after 60 s during forward").
+ * Each child leads its own process group, and a timeout kills the group.
+ *
+ * Exit status: 0 every selected check passed or was skipped; 1 at least one
+ * failed; 2 usage error (bad option, no plugin path, --only matching nothing,
+ * report file not writable).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conform.h"
+
+/* The result of one check, as the parent saw it. */
+typedef struct cf_result {
+    const cf_check_t *check;
+    int verdict;
+    char reason[1200];
+    char *notes;    /* "\n"-separated, malloc'd, may be NULL */
+    double seconds;
+} cf_result_t;
+
+/* ------------------------------------------------------------------------- */
+/* Small helpers                                                             */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static volatile sig_atomic_t cf_running_pgid = 0;
+
+/* Ctrl-C in the parent: take the running check's process group down too. */
+static void on_interrupt(int sig)
+{
+    if (cf_running_pgid > 0)
+        kill(-(pid_t)cf_running_pgid, SIGKILL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void append(char **dst, const char *line)
+{
+    size_t old = *dst ? strlen(*dst) : 0, add = strlen(line);
+    char *p = realloc(*dst, old + add + 2);
+    if (!p)
+        return;
+    if (old)
+        p[old++] = '\n';
+    memcpy(p + old, line, add + 1);
+    *dst = p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Running one check in a child                                              */
+
+/* Applies the child's protocol lines (see conform.h) to r. */
+static void parse_child_output(char *buf, cf_result_t *r, int *have_verdict, char *stage,
+                               size_t stage_len)
+{
+    for (char *line = buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (line[0] == '@' && line[1] == ' ') {
+            snprintf(stage, stage_len, "%s", line + 2);
+        } else if (line[0] == 'N' && line[1] == ' ') {
+            append(&r->notes, line + 2);
+        } else if (line[0] == 'R' && line[1] == ' ' && line[2]) {
+            r->verdict = line[2] == 'P' ? CF_PASS : line[2] == 'S' ? CF_SKIP : CF_FAIL;
+            snprintf(r->reason, sizeof r->reason, "%s", line[3] == ' ' ? line + 4 : "");
+            *have_verdict = 1;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
+static void run_check(const cf_check_t *c, const cf_options_t *opt, cf_result_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->check = c;
+    r->verdict = CF_FAIL;
+    double t0 = now_s();
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        snprintf(r->reason, sizeof r->reason, "runner: pipe failed: %s", strerror(errno));
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(r->reason, sizeof r->reason, "runner: fork failed: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        close(fds[0]);
+        cf_child_run(c, opt, fds[1]);
+        _exit(0);
+    }
+    setpgid(pid, pid); /* also done by the child; whichever runs first */
+    cf_running_pgid = pid;
+    close(fds[1]);
+
+    /* Read until EOF or the deadline. */
+    size_t cap = 8192, len = 0;
+    char *buf = malloc(cap);
+    double deadline = t0 + opt->timeout_s;
+    int timed_out = 0;
+    for (;;) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
+        int pr = poll(&pfd, 1, ms);
+        if (pr < 0 && errno != EINTR)
+            break;
+        if (pr <= 0)
+            continue;
+        if (len + 4096 + 1 > cap) {
+            char *nb = buf ? realloc(buf, cap * 2) : NULL;
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = buf ? read(fds[0], buf + len, cap - len - 1) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fds[0]);
+
+    int status = 0;
+    if (timed_out) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    } else {
+        /* EOF: the child is ending; give it until the deadline to do so. */
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            if (now_s() > deadline) {
+                timed_out = 1;
+                kill(-pid, SIGKILL);
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                break;
+            }
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    kill(-pid, SIGKILL); /* anything the plugin left behind in the group */
+    cf_running_pgid = 0;
+    r->seconds = now_s() - t0;
+
+    int have_verdict = 0;
+    char stage[256] = "";
+    if (buf) {
+        buf[len] = '\0';
+        parse_child_output(buf, r, &have_verdict, stage, sizeof stage);
+        free(buf);
+    }
+    char during[300] = "";
+    if (stage[0])
+        snprintf(during, sizeof during, " during %s", stage);
+    if (timed_out) {
+        r->verdict = CF_FAIL;
+        snprintf(r->reason, sizeof r->reason, "timed out after %g s%s (process group killed)",
+                 opt->timeout_s, during);
+    } else if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        char prev[600];
+        snprintf(prev, sizeof prev, "%s", have_verdict ? r->reason : "");
+        r->verdict = CF_FAIL;
+        snprintf(r->reason, sizeof r->reason, "killed by signal %d (%s)%s%s%s", sig, strsignal(sig),
+                 have_verdict ? " after its verdict" : during, prev[0] ? "; verdict was: " : "",
+                 prev);
+    } else if (!have_verdict) {
+        r->verdict = CF_FAIL;
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (code != 0)
+            snprintf(r->reason, sizeof r->reason, "process exited with status %d%s", code, during);
+        else
+            snprintf(r->reason, sizeof r->reason, "process ended without a verdict%s", during);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Reports                                                                   */
+
+static const char *verdict_word(int v) { return v == CF_PASS ? "PASS" : v == CF_SKIP ? "SKIP" : "FAIL"; }
+
+static void print_result(const cf_result_t *r, int verbose)
+{
+    if (r->verdict == CF_PASS)
+        printf("PASS %s%s%s%s\n", r->check->name, r->reason[0] ? " (" : "", r->reason,
+               r->reason[0] ? ")" : "");
+    else
+        printf("%s %s: %s\n", verdict_word(r->verdict), r->check->name, r->reason);
+    if (r->notes && (verbose || r->verdict == CF_FAIL)) {
+        for (const char *p = r->notes; *p;) {
+            const char *nl = strchr(p, '\n');
+            int n = nl ? (int)(nl - p) : (int)strlen(p);
+            printf("     %.*s\n", n, p);
+            p = nl ? nl + 1 : p + n;
+        }
+    }
+    fflush(stdout);
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+typedef struct cf_probe {
+    int ok;
+    char impl[256], kernel[256], caps[256], abi[32];
+} cf_probe_t;
+
+static void write_json(FILE *f, const cf_options_t *opt, const cf_probe_t *pr,
+                       const cf_result_t *res, size_t n, const int count[3])
+{
+    fputs("{\n  \"runner\": \"auxtrunk-conform\",\n  \"version\": \"" CONFORM_VERSION "\",\n", f);
+    fputs("  \"plugin\": ", f);
+    json_string(f, opt->plugin);
+    fputs(",\n  \"reference\": ", f);
+    if (opt->reference)
+        json_string(f, opt->reference);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"seed\": %llu,\n  \"timeout_s\": %g,\n", (unsigned long long)opt->seed,
+            opt->timeout_s);
+    fputs("  \"impl_name\": ", f);
+    json_string(f, pr->ok ? pr->impl : NULL);
+    fputs(",\n  \"kernel_version\": ", f);
+    json_string(f, pr->ok ? pr->kernel : NULL);
+    fputs(",\n  \"abi_version\": ", f);
+    json_string(f, pr->ok ? pr->abi : NULL);
+    fputs(",\n  \"caps\": ", f);
+    json_string(f, pr->ok ? pr->caps : NULL);
+    fputs(",\n  \"checks\": [\n", f);
+    for (size_t i = 0; i < n; i++) {
+        fputs("    {\"name\": ", f);
+        json_string(f, res[i].check->name);
+        fprintf(f, ", \"result\": \"%s\", \"reason\": ",
+                res[i].verdict == CF_PASS ? "pass" : res[i].verdict == CF_SKIP ? "skip" : "fail");
+        json_string(f, res[i].reason);
+        fputs(", \"notes\": ", f);
+        json_string(f, res[i].notes);
+        fprintf(f, ", \"seconds\": %.3f}%s\n", res[i].seconds, i + 1 < n ? "," : "");
+    }
+    fprintf(f, "  ],\n  \"summary\": {\"pass\": %d, \"fail\": %d, \"skip\": %d, \"total\": %zu},\n",
+            count[CF_PASS], count[CF_FAIL], count[CF_SKIP], n);
+    fprintf(f, "  \"conforms\": %s\n}\n", count[CF_FAIL] ? "false" : "true");
+}
+
+/* TAP 13: reasons of failures in a YAML block, skips as directives. */
+static void tap_text(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        fputc(*s == '\n' || *s == '#' ? ' ' : *s, f);
+}
+
+static void write_tap(FILE *f, const cf_options_t *opt, const cf_probe_t *pr,
+                      const cf_result_t *res, size_t n)
+{
+    fprintf(f, "TAP version 13\n1..%zu\n", n);
+    fprintf(f, "# auxtrunk-conform %s: %s\n# seed %llu\n", CONFORM_VERSION, opt->plugin,
+            (unsigned long long)opt->seed);
+    if (pr->ok)
+        fprintf(f, "# plugin %s, %s, ABI %s, caps %s\n", pr->impl, pr->kernel, pr->abi, pr->caps);
+    for (size_t i = 0; i < n; i++) {
+        const cf_result_t *r = &res[i];
+        if (r->verdict == CF_SKIP) {
+            fprintf(f, "ok %zu - %s # SKIP ", i + 1, r->check->name);
+            tap_text(f, r->reason);
+            fputc('\n', f);
+        } else if (r->verdict == CF_PASS) {
+            fprintf(f, "ok %zu - %s\n", i + 1, r->check->name);
+        } else {
+            fprintf(f, "not ok %zu - %s\n  ---\n  message: ", i + 1, r->check->name);
+            json_string(f, r->reason); /* a JSON string is a valid YAML scalar */
+            fprintf(f, "\n  seconds: %.3f\n  ...\n", r->seconds);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The probe: plugin identity for the header, read in a child                */
+
+static void probe_plugin(const cf_options_t *opt, cf_probe_t *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        close(fds[0]);
+        cf_plugin_t pl;
+        char why[512];
+        char msg[1024];
+        if (cf_plugin_load(&pl, opt->plugin, why, sizeof why) == 0) {
+            char caps[256];
+            int n = snprintf(msg, sizeof msg, "%s\n%s\n%s\n%u.%u\n",
+                             pl.api.impl_name, pl.api.kernel_version,
+                             cf_caps_text(pl.api.caps, caps, sizeof caps),
+                             AUXTRUNK_VERSION_MAJOR_OF(pl.api.abi_version),
+                             AUXTRUNK_VERSION_MINOR_OF(pl.api.abi_version));
+            if (n > 0 && write(fds[1], msg, (size_t)n) < 0)
+                _exit(1);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        return;
+    }
+    char buf[1100];
+    size_t len = 0;
+    double deadline = now_s() + (opt->timeout_s < 10 ? opt->timeout_s : 10);
+    while (len + 1 < sizeof buf && now_s() < deadline) {
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(fds[0], buf + len, sizeof buf - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fds[0]);
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    buf[len] = '\0';
+    char *f[4] = {0};
+    char *save = NULL, *p = buf;
+    for (int i = 0; i < 4; i++, p = NULL)
+        f[i] = strtok_r(p, "\n", &save);
+    if (!f[3])
+        return;
+    snprintf(pr->impl, sizeof pr->impl, "%s", f[0]);
+    snprintf(pr->kernel, sizeof pr->kernel, "%s", f[1]);
+    snprintf(pr->caps, sizeof pr->caps, "%s", f[2]);
+    snprintf(pr->abi, sizeof pr->abi, "%s", f[3]);
+    pr->ok = 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Options                                                                   */
+
+static void usage(FILE *f)
+{
+    fputs(
+        "usage: auxtrunk-conform [options] path/to/libauxtrunk.so\n"
+        "\n"
+        "Checks that a plugin honours the auxtrunk ABI (abi/auxtrunk.h). Every check\n"
+        "runs in its own process with a timeout; one line per check: PASS, FAIL: reason\n"
+        "or SKIP: reason. Exit status 0 if no check failed, 1 if one did, 2 on usage\n"
+        "errors.\n"
+        "\n"
+        "options:\n"
+        "  --list               list the checks and exit\n"
+        "  --only PATTERN       run only matching checks: a name, a group (\"numerics\")\n"
+        "                       or a glob (\"*.guard_zones\"); repeatable, or a comma list\n"
+        "  --seed N             seed of the random inputs (default: $AUXTRUNK_SEED, else\n"
+        "                       from the clock); always printed\n"
+        "  --timeout SEC        per-check time limit (default 60)\n"
+        "  --reference PATH     an exact plugin (the CPU one) for determinism.exact\n"
+        "  --report FILE        also write a machine-readable report to FILE\n"
+        "  --format tap|json    report format (default: json, tap for *.tap)\n"
+        "  --verbose            print notes of passing checks too\n"
+        "  --help               this text\n",
+        f);
+}
+
+static int matches(const char *pattern, const char *name)
+{
+    if (fnmatch(pattern, name, 0) == 0)
+        return 1;
+    const char *dot = strchr(name, '.');
+    if (dot) {
+        char group[64];
+        snprintf(group, sizeof group, "%.*s", (int)(dot - name), name);
+        if (fnmatch(pattern, group, 0) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cf_options_t opt = {0};
+    opt.timeout_s = 60;
+    const char *report = NULL, *format = NULL;
+    char *only[64];
+    int n_only = 0, list = 0, verbose = 0, have_seed = 0;
+    enum { O_LIST = 1, O_ONLY, O_SEED, O_TIMEOUT, O_REF, O_REPORT, O_FORMAT, O_VERBOSE, O_HELP };
+    static const struct option longopts[] = {
+        {"list", no_argument, 0, O_LIST},          {"only", required_argument, 0, O_ONLY},
+        {"seed", required_argument, 0, O_SEED},    {"timeout", required_argument, 0, O_TIMEOUT},
+        {"reference", required_argument, 0, O_REF}, {"report", required_argument, 0, O_REPORT},
+        {"format", required_argument, 0, O_FORMAT}, {"verbose", no_argument, 0, O_VERBOSE},
+        {"help", no_argument, 0, O_HELP},          {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        char *end = NULL;
+        switch (o) {
+        case O_LIST: list = 1; break;
+        case O_ONLY: {
+            char *save = NULL;
+            for (char *t = strtok_r(optarg, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                if (n_only < 64)
+                    only[n_only++] = t;
+            break;
+        }
+        case O_SEED:
+            errno = 0;
+            opt.seed = strtoull(optarg, &end, 0);
+            if (errno || !end || *end) {
+                fprintf(stderr, "auxtrunk-conform: --seed: not a number: %s\n", optarg);
+                return 2;
+            }
+            have_seed = 1;
+            break;
+        case O_TIMEOUT:
+            opt.timeout_s = strtod(optarg, &end);
+            if (!end || *end || !(opt.timeout_s > 0)) {
+                fprintf(stderr, "auxtrunk-conform: --timeout: not a positive number: %s\n", optarg);
+                return 2;
+            }
+            break;
+        case O_REF: opt.reference = optarg; break;
+        case O_REPORT: report = optarg; break;
+        case O_FORMAT: format = optarg; break;
+        case O_VERBOSE: verbose = 1; break;
+        case 'h':
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (format && strcmp(format, "tap") != 0 && strcmp(format, "json") != 0) {
+        fprintf(stderr, "auxtrunk-conform: --format must be tap or json\n");
+        return 2;
+    }
+    if (!format)
+        format = report && strlen(report) > 4 && strcmp(report + strlen(report) - 4, ".tap") == 0
+                     ? "tap" : "json";
+
+    /* Selection. */
+    const cf_check_t **sel = calloc(cf_check_count, sizeof *sel);
+    size_t n_sel = 0;
+    for (int k = 0; k < n_only; k++) {
+        int hit = 0;
+        for (size_t i = 0; i < cf_check_count; i++)
+            hit |= matches(only[k], cf_checks[i].name);
+        if (!hit) {
+            fprintf(stderr, "auxtrunk-conform: --only %s matches no check (see --list)\n", only[k]);
+            return 2;
+        }
+    }
+    for (size_t i = 0; i < cf_check_count; i++) {
+        int take = n_only == 0;
+        for (int k = 0; k < n_only && !take; k++)
+            take = matches(only[k], cf_checks[i].name);
+        if (take)
+            sel[n_sel++] = &cf_checks[i];
+    }
+    if (list) {
+        for (size_t i = 0; i < n_sel; i++)
+            printf("%-28s %s\n", sel[i]->name, sel[i]->summary);
+        return 0;
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "auxtrunk-conform: expected exactly one plugin path\n");
+        usage(stderr);
+        return 2;
+    }
+    opt.plugin = argv[optind];
+
+    if (!have_seed) {
+        const char *env = getenv("AUXTRUNK_SEED");
+        if (env && *env) {
+            opt.seed = strtoull(env, NULL, 0);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            opt.seed = ((uint64_t)ts.tv_sec * UINT64_C(1000000007)) ^ (uint64_t)ts.tv_nsec;
+        }
+    }
+
+    FILE *rep = NULL;
+    if (report) {
+        rep = fopen(report, "w");
+        if (!rep) {
+            fprintf(stderr, "auxtrunk-conform: cannot write %s: %s\n", report, strerror(errno));
+            return 2;
+        }
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    printf("auxtrunk-conform %s: %s\n", CONFORM_VERSION, opt.plugin);
+    if (opt.reference)
+        printf("reference: %s\n", opt.reference);
+    printf("seed: %llu (reproduce with --seed %llu)\n", (unsigned long long)opt.seed,
+           (unsigned long long)opt.seed);
+    cf_probe_t pr;
+    probe_plugin(&opt, &pr);
+    if (pr.ok)
+        printf("plugin: %s, \"%s\", ABI %s, caps %s\n", pr.impl, pr.kernel, pr.abi, pr.caps);
+    else
+        printf("plugin: could not be loaded and negotiated (see load.*)\n");
+    fflush(stdout);
+
+    cf_result_t *res = calloc(n_sel ? n_sel : 1, sizeof *res);
+    int count[3] = {0, 0, 0};
+    for (size_t i = 0; i < n_sel; i++) {
+        run_check(sel[i], &opt, &res[i]);
+        count[res[i].verdict]++;
+        print_result(&res[i], verbose);
+    }
+    printf("summary: %d passed, %d failed, %d skipped of %zu checks: %s\n", count[CF_PASS],
+           count[CF_FAIL], count[CF_SKIP], n_sel,
+           count[CF_FAIL] ? "DOES NOT CONFORM" : "conforms");
+
+    int rc = count[CF_FAIL] ? 1 : 0;
+    if (rep) {
+        if (strcmp(format, "tap") == 0)
+            write_tap(rep, &opt, &pr, res, n_sel);
+        else
+            write_json(rep, &opt, &pr, res, n_sel, count);
+        if (fclose(rep) != 0) {
+            fprintf(stderr, "auxtrunk-conform: writing %s failed\n", report);
+            rc = 2;
+        }
+    }
+    for (size_t i = 0; i < n_sel; i++)
+        free(res[i].notes);
+    free(res);
+    free(sel);
+    return rc;
+}
