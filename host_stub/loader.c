@@ -9,6 +9,7 @@
 #include "loader.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -69,6 +70,94 @@ static const char *plugin_status_text(const auxtrunk_api_t *api, int32_t s)
 {
     const char *t = api->status_string ? api->status_string(s) : NULL;
     return t ? t : "(no message)";
+}
+
+/* ------------------------------------------------------------------------- */
+/* ELF pre-check                                                             */
+/*
+ * dlopen maps a file's segments as they are described; a truncated file then
+ * faults (SIGBUS) on first touch instead of failing. So before dlopen the
+ * headers are read and every segment checked to lie inside the file, and the
+ * class, byte order, type and architecture to match this process: each with
+ * its own message. (The file can still change between this check and dlopen;
+ * loading from a private copy closes that window.)
+ */
+
+#if defined(__x86_64__)
+#define ATH_ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define ATH_ELF_MACHINE EM_AARCH64
+#endif
+
+static ath_load_status_t check_elf(const char *path, uint64_t size, ath_err_t *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ath_errf(err, "plugin %s is not loadable: %s", path, strerror(errno));
+        return ATH_LOAD_NOT_LOADABLE;
+    }
+    ath_load_status_t rc = ATH_LOAD_NOT_LOADABLE;
+    Elf64_Ehdr eh;
+    Elf64_Phdr ph;
+    const uint16_t one = 1;
+    const int host_lsb = *(const unsigned char *)&one == 1;
+    if (size < sizeof eh || fread(&eh, sizeof eh, 1, f) != 1 ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+        ath_errf(err, "plugin %s is not loadable: not an ELF file", path);
+        goto out;
+    }
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_ident[EI_DATA] != (host_lsb ? ELFDATA2LSB : ELFDATA2MSB)) {
+        ath_errf(err, "plugin %s is not loadable: not a 64-bit ELF of this byte order", path);
+        goto out;
+    }
+    if (eh.e_type != ET_DYN) {
+        ath_errf(err, "plugin %s is not loadable: not a shared object (ELF type %u)", path,
+                 (unsigned)eh.e_type);
+        goto out;
+    }
+#if defined(ATH_ELF_MACHINE)
+    if (eh.e_machine != ATH_ELF_MACHINE) {
+        ath_errf(err,
+                 "plugin %s is not loadable: built for another architecture (ELF machine %u, "
+                 "this host is %u)",
+                 path, (unsigned)eh.e_machine, (unsigned)ATH_ELF_MACHINE);
+        goto out;
+    }
+#endif
+    if (eh.e_phentsize != sizeof ph || eh.e_phoff > size ||
+        (size - eh.e_phoff) / sizeof ph < eh.e_phnum) {
+        ath_errf(err, "plugin %s is not loadable: truncated or corrupt (program headers lie "
+                      "past the end of its %llu bytes)",
+                 path, (unsigned long long)size);
+        goto out;
+    }
+    if (eh.e_shoff && (eh.e_shoff > size || eh.e_shentsize == 0 ||
+                       (size - eh.e_shoff) / eh.e_shentsize < eh.e_shnum)) {
+        ath_errf(err, "plugin %s is not loadable: truncated (section headers lie past the end "
+                      "of its %llu bytes)",
+                 path, (unsigned long long)size);
+        goto out;
+    }
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        if (fseek(f, (long)(eh.e_phoff + (uint64_t)i * sizeof ph), SEEK_SET) != 0 ||
+            fread(&ph, sizeof ph, 1, f) != 1) {
+            ath_errf(err, "plugin %s is not loadable: cannot read its program headers", path);
+            goto out;
+        }
+        if (ph.p_offset > size || ph.p_filesz > size - ph.p_offset) {
+            ath_errf(err,
+                     "plugin %s is not loadable: truncated (a segment ends at byte %llu, the "
+                     "file has %llu)",
+                     path, (unsigned long long)(ph.p_offset + ph.p_filesz),
+                     (unsigned long long)size);
+            goto out;
+        }
+    }
+    rc = ATH_LOAD_OK;
+out:
+    fclose(f);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -153,6 +242,10 @@ ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath
         return ATH_LOAD_NOT_LOADABLE;
     }
 
+    ath_load_status_t ls = check_elf(path, (uint64_t)st.st_size, err);
+    if (ls != ATH_LOAD_OK)
+        return ls;
+
     dlerror();
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
@@ -195,7 +288,7 @@ ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath
     }
 
     ath_space_t space;
-    ath_load_status_t ls = check_table(&api, path, &space, err);
+    ls = check_table(&api, path, &space, err);
     if (ls != ATH_LOAD_OK) {
         dlclose(lib);
         return ls;

@@ -1,0 +1,885 @@
+/*
+ * test_host.c — Check tests of auxtrunk-host: the command line, the loader's
+ * refusals (with the fixtures in fixtures/), training the default task to a
+ * 100x lower loss, bit-exact resume, refusal of bad checkpoints, the CSV and
+ * SVG reports, and the benchmark mode.
+ *
+ * Most tests run the real program as a subprocess (what a user runs); the
+ * loader, checkpoint and report code are also called directly where a
+ * property is easier to pin there (nothing written on refusal, nothing left
+ * mapped after a refusal). Fork mode: every test in its own process, CUDA
+ * only ever touched inside a test. CPU only.
+ *
+ * Suites (CK_RUN_SUITE selects one): cli, loader, train, checkpoint, report,
+ * bench.
+ */
+#define _XOPEN_SOURCE 700 /* nftw, realpath, mkdtemp */
+#include <check.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "checkpoint.h"
+#include "devmem.h"
+#include "loader.h"
+#include "report.h"
+#include "rng.h"
+
+extern char **environ;
+
+/* ------------------------------------------------------------------------- */
+/* Scratch directory, files, subprocesses                                    */
+
+static char g_dir[4096];
+
+/* A fresh scratch directory for this test (each test is its own process). */
+static const char *scratch(void)
+{
+    snprintf(g_dir, sizeof g_dir, "%s/scratch-XXXXXX", AUXTRUNK_TEST_TMP);
+    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp %s: %s", g_dir, strerror(errno));
+    return g_dir;
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+/* Called at the end of a passing test; a failing one keeps its files. */
+static void scratch_done(void)
+{
+    nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static char *path_in(const char *name)
+{
+    static char buf[8][4200];
+    static int k = 0;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+/* Whole file as a NUL-terminated string (length in *len if given). Reads to
+ * EOF, so /proc files (which report size 0) work too. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    ck_assert(buf != NULL);
+    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            ck_assert(buf != NULL);
+        }
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+static void spit(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    ck_assert(fwrite(data, 1, n, f) == n);
+    ck_assert(fclose(f) == 0);
+}
+
+/* Output of the last run_host. */
+static char *g_out, *g_err;
+
+/* Runs auxtrunk-host with the NULL-terminated arguments, stdout and stderr
+ * into <scratch>/<tag>.out/.err (also loaded into g_out, g_err). Returns the
+ * exit code, or -1 if it died by a signal. */
+static int run_host(const char *tag, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = (char *)AUXTRUNK_HOST_EXE;
+    va_list ap;
+    va_start(ap, tag);
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+        ck_assert(argc < 63);
+        argv[argc++] = (char *)a;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+
+    char out[4200], err[4200];
+    snprintf(out, sizeof out, "%s/%s.out", g_dir, tag);
+    snprintf(err, sizeof err, "%s/%s.err", g_dir, tag);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, AUXTRUNK_HOST_EXE, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_msg(rc == 0, "posix_spawn %s: %s", AUXTRUNK_HOST_EXE, strerror(rc));
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    free(g_out);
+    free(g_err);
+    g_out = slurp(out, NULL);
+    g_err = slurp(err, NULL);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#define ck_assert_contains(hay, needle)                                                       \
+    ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle), (hay))
+
+/* ------------------------------------------------------------------------- */
+/* CSV and a minimal XML well-formedness check                               */
+
+typedef struct csv_data {
+    int n;
+    uint64_t step[20000];
+    double loss[20000];
+} csv_data_t;
+
+/* Parses a loss CSV strictly: header "step,loss", then "<uint>,<float>" lines. */
+static csv_data_t *read_loss_csv(const char *path)
+{
+    csv_data_t *c = calloc(1, sizeof *c);
+    char *text = slurp(path, NULL);
+    ck_assert_msg(strncmp(text, "step,loss\n", 10) == 0, "%s: bad header", path);
+    char *save = NULL;
+    for (char *line = strtok_r(text + 10, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        ck_assert(c->n < 20000);
+        char *end;
+        c->step[c->n] = strtoull(line, &end, 10);
+        ck_assert_msg(*end == ',', "%s: bad line '%s'", path, line);
+        c->loss[c->n] = strtod(end + 1, &end);
+        ck_assert_msg(*end == '\0', "%s: bad line '%s'", path, line);
+        ck_assert_msg(isfinite(c->loss[c->n]) && c->loss[c->n] >= 0, "%s: bad loss '%s'", path,
+                      line);
+        c->n++;
+    }
+    free(text);
+    return c;
+}
+
+static const char *xml_name(const char *p, char *name, size_t n)
+{
+    size_t k = 0;
+    while (*p && (isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == ':' || *p == '.')) {
+        if (k + 1 < n)
+            name[k++] = *p;
+        p++;
+    }
+    name[k] = '\0';
+    return p;
+}
+
+/* Text or attribute value: no raw '<', every '&' starts a known entity. */
+static int xml_text_ok(const char *a, const char *b)
+{
+    for (const char *p = a; p < b; p++) {
+        if (*p == '<')
+            return 0;
+        if (*p == '&') {
+            const char *ents[] = {"&lt;", "&gt;", "&amp;", "&quot;", "&apos;"};
+            int ok = 0;
+            for (int i = 0; i < 5; i++)
+                ok |= strncmp(p, ents[i], strlen(ents[i])) == 0;
+            if (!ok)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Returns NULL if doc is well-formed XML with one root element named root,
+ * else a reason. Covers what our SVG uses: prolog, elements, attributes in
+ * double quotes, text, comments. */
+static const char *xml_check(const char *doc, const char *root)
+{
+    char stack[64][64];
+    int depth = 0, roots = 0;
+    const char *p = doc;
+    if (strncmp(p, "<?xml", 5) == 0) {
+        p = strstr(p, "?>");
+        if (!p)
+            return "unterminated prolog";
+        p += 2;
+    }
+    while (*p) {
+        const char *lt = strchr(p, '<');
+        const char *text_end = lt ? lt : p + strlen(p);
+        if (!xml_text_ok(p, text_end))
+            return "bad character data";
+        if (depth == 0)
+            for (const char *q = p; q < text_end; q++)
+                if (!isspace((unsigned char)*q))
+                    return "text outside the root element";
+        if (!lt)
+            break;
+        p = lt + 1;
+        if (strncmp(p, "!--", 3) == 0) {
+            p = strstr(p, "-->");
+            if (!p)
+                return "unterminated comment";
+            p += 3;
+            continue;
+        }
+        char name[64];
+        if (*p == '/') {
+            p = xml_name(p + 1, name, sizeof name);
+            while (isspace((unsigned char)*p))
+                p++;
+            if (*p != '>')
+                return "bad end tag";
+            if (depth == 0 || strcmp(stack[depth - 1], name) != 0)
+                return "mismatched end tag";
+            depth--;
+            p++;
+            continue;
+        }
+        p = xml_name(p, name, sizeof name);
+        if (!name[0])
+            return "bad tag name";
+        if (depth == 0) {
+            if (++roots > 1)
+                return "more than one root element";
+            if (strcmp(name, root) != 0)
+                return "wrong root element";
+        }
+        for (;;) {
+            while (isspace((unsigned char)*p))
+                p++;
+            if (*p == '>' || (p[0] == '/' && p[1] == '>'))
+                break;
+            char attr[64];
+            p = xml_name(p, attr, sizeof attr);
+            if (!attr[0] || *p != '=' || p[1] != '"')
+                return "bad attribute";
+            const char *v = p + 2, *q = strchr(v, '"');
+            if (!q || !xml_text_ok(v, q))
+                return "bad attribute value";
+            p = q + 1;
+        }
+        if (*p == '/') {
+            p += 2;
+        } else {
+            if (depth == 64)
+                return "too deep";
+            snprintf(stack[depth++], sizeof stack[0], "%s", name);
+            p++;
+        }
+    }
+    if (depth != 0)
+        return "unclosed element";
+    if (roots != 1)
+        return "no root element";
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* cli                                                                       */
+
+START_TEST(test_help)
+{
+    scratch();
+    ck_assert_int_eq(run_host("top", "--help", NULL), 0);
+    ck_assert_contains(g_out, "Usage: auxtrunk-host");
+    ck_assert_contains(g_out, "bench");
+    ck_assert_contains(g_out, "Exit codes");
+
+    ck_assert_int_eq(run_host("train", "train", "--help", NULL), 0);
+    const char *train_opts[] = {"--plugin-dir", "--plugin ",    "--steps",   "--batch",
+                                "--seed",       "--lr",         "--enc",     "--h1",
+                                "--h2",         "--aux",        "--csv",     "--svg",
+                                "--checkpoint", "--checkpoint-every", "--resume", "--quiet",
+                                "Exit codes"};
+    for (size_t i = 0; i < sizeof train_opts / sizeof train_opts[0]; i++)
+        ck_assert_contains(g_out, train_opts[i]);
+
+    ck_assert_int_eq(run_host("bench", "bench", "--help", NULL), 0);
+    const char *bench_opts[] = {"--plugin-dir", "--batches", "--iters", "--warmup", "--csv",
+                                "2*B*(ENC*H1 + H1*H2 + H2*AUX)", "Exit codes"};
+    for (size_t i = 0; i < sizeof bench_opts / sizeof bench_opts[0]; i++)
+        ck_assert_contains(g_out, bench_opts[i]);
+
+    ck_assert_int_eq(run_host("version", "--version", NULL), 0);
+    ck_assert_contains(g_out, "auxtrunk-host");
+    scratch_done();
+}
+END_TEST
+
+START_TEST(test_usage_errors)
+{
+    scratch();
+    ck_assert_int_eq(run_host("u1", "--no-such-option", NULL), 2);
+    ck_assert_contains(g_err, "unknown option");
+    ck_assert_int_eq(run_host("u2", "--steps", "many", NULL), 2);
+    ck_assert_contains(g_err, "bad value");
+    ck_assert_int_eq(run_host("u3", "--batch", "0", NULL), 2);
+    ck_assert_int_eq(run_host("u4", "--steps", NULL), 2);
+    ck_assert_contains(g_err, "needs a value");
+    ck_assert_int_eq(run_host("u5", "frobnicate", NULL), 2);
+    ck_assert_contains(g_err, "unknown command");
+    ck_assert_int_eq(run_host("u6", "bench", "--batches", "32,,x", NULL), 2);
+    ck_assert_int_eq(run_host("u7", "--enc", "0", NULL), 2);
+    ck_assert_int_eq(run_host("u8", "--plugin-dir", ".", "--plugin", "cpu", NULL), 2);
+    scratch_done();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* loader                                                                    */
+
+/* True if path (resolved) is mapped into this process. */
+static int is_mapped(const char *path)
+{
+    char real[4096];
+    if (!realpath(path, real))
+        return 0;
+    char *maps = slurp("/proc/self/maps", NULL);
+    int found = strstr(maps, real) != NULL;
+    free(maps);
+    return found;
+}
+
+typedef struct refusal {
+    const char *what;
+    const char *dir; /* fixture dir, or a scratch name prepared by the test */
+    ath_load_status_t status;
+    const char *text;
+} refusal_t;
+
+static const refusal_t refusals[] = {
+    {"missing directory", "@missing", ATH_LOAD_NO_FILE, "does not exist"},
+    {"directory without plugin", "@empty", ATH_LOAD_NO_FILE, "libauxtrunk.so does not exist"},
+    {"not ELF", "@notelf", ATH_LOAD_NOT_LOADABLE, "not an ELF file"},
+    {"truncated ELF", "@truncated", ATH_LOAD_NOT_LOADABLE, "truncated"},
+    {"no entry symbol", FX_DIR "/no_export", ATH_LOAD_NO_ENTRY, "auxtrunk_plugin_entry"},
+    {"ABI too new", FX_DIR "/abi_new", ATH_LOAD_ABI, "incompatible ABI"},
+    {"ABI too old", FX_DIR "/abi_old", ATH_LOAD_ABI, "incompatible ABI"},
+    {"ABI answer outside range", FX_DIR "/abi_lies", ATH_LOAD_ABI, "answered version 2.0"},
+    {"NULL entry", FX_DIR "/null_entry", ATH_LOAD_BAD_TABLE, "forward is NULL"},
+    {"two memory spaces", FX_DIR "/two_spaces", ATH_LOAD_BAD_TABLE, "name two memory space"},
+    {"no memory space", FX_DIR "/no_space", ATH_LOAD_BAD_TABLE, "name no memory space"},
+    {"short table", FX_DIR "/short_table", ATH_LOAD_BAD_TABLE, "struct_size 64"},
+};
+
+/* Builds the scratch-made cases; returns the directory to load. */
+static const char *refusal_dir(const refusal_t *r)
+{
+    if (r->dir[0] != '@')
+        return r->dir;
+    if (strcmp(r->dir, "@missing") == 0)
+        return path_in("missing");
+    const char *d = path_in(r->dir + 1);
+    ck_assert(mkdir(d, 0755) == 0);
+    char file[4200];
+    snprintf(file, sizeof file, "%s/libauxtrunk.so", d);
+    if (strcmp(r->dir, "@notelf") == 0) {
+        const char text[] = "this is not a shared object\n";
+        spit(file, text, sizeof text - 1);
+    } else if (strcmp(r->dir, "@truncated") == 0) {
+        size_t n;
+        char *so = slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &n);
+        spit(file, so, n / 3);
+        free(so);
+    }
+    return d;
+}
+
+START_TEST(test_loader_refuses)
+{
+    scratch();
+    const refusal_t *r = &refusals[_i];
+    const char *dir = refusal_dir(r);
+    ath_plugin_t pl;
+    ath_err_t err = {{0}};
+    ath_load_status_t s = ath_plugin_load(dir, &pl, &err);
+    ck_assert_msg(s == r->status, "%s: got %s (%s), want %s", r->what, ath_load_status_name(s),
+                  err.msg, ath_load_status_name(r->status));
+    ck_assert_msg(strstr(err.msg, r->text) != NULL, "%s: message \"%s\" lacks \"%s\"", r->what,
+                  err.msg, r->text);
+    ck_assert_msg(pl.lib == NULL && pl.handle == NULL, "%s: refused plugin left loaded", r->what);
+    /* A refused file is closed again: nothing of it stays mapped. */
+    char file[4200];
+    ath_plugin_file(dir, file, sizeof file);
+    ck_assert_msg(!is_mapped(file), "%s: %s still mapped after refusal", r->what, file);
+    scratch_done();
+}
+END_TEST
+
+START_TEST(test_loader_init_refused)
+{
+    ath_plugin_t pl;
+    ath_err_t err = {{0}};
+    ck_assert_int_eq(ath_plugin_load(FX_DIR "/init_fails", &pl, &err), ATH_LOAD_OK);
+    auxtrunk_config_t c = {sizeof c, 0, 8, 8, 8, 4, 16, -1};
+    ck_assert_int_eq(ath_plugin_init(&pl, &c, &err), ATH_LOAD_INIT);
+    ck_assert_contains(err.msg, "init(");
+    ck_assert_contains(err.msg, "fixture error");
+    ck_assert(pl.handle == NULL);
+    ath_plugin_unload(&pl);
+    ck_assert(pl.lib == NULL);
+}
+END_TEST
+
+START_TEST(test_loader_cpu_plugin)
+{
+    ath_plugin_t pl;
+    ath_err_t err = {{0}};
+    ath_load_status_t s = ath_plugin_load(CPU_PLUGIN_DIR, &pl, &err);
+    ck_assert_msg(s == ATH_LOAD_OK, "%s", err.msg);
+    ck_assert_int_eq(pl.space, ATH_SPACE_HOST);
+    ck_assert_uint_eq(pl.api.abi_version, AUXTRUNK_ABI_VERSION);
+    ck_assert(pl.api.impl_name[0] != '\0' && pl.api.kernel_version[0] != '\0');
+    auxtrunk_config_t c = {sizeof c, 0, 256, 256, 256, 128, 64, -1};
+    ck_assert_msg(ath_plugin_init(&pl, &c, &err) == ATH_LOAD_OK, "%s", err.msg);
+    ck_assert(pl.handle != NULL);
+    char file[4200];
+    snprintf(file, sizeof file, "%s", pl.path);
+    ck_assert(is_mapped(file));
+    /* Unload must really unload: a hot swap replaces the library in place. */
+    ath_plugin_unload(&pl);
+    ck_assert(pl.lib == NULL && pl.handle == NULL);
+    ck_assert_msg(!is_mapped(file), "%s still mapped after unload", file);
+}
+END_TEST
+
+START_TEST(test_cli_refusals)
+{
+    scratch();
+    ck_assert_int_eq(run_host("missing", "--plugin-dir", path_in("nope"), "--steps", "1", NULL),
+                     3);
+    ck_assert_contains(g_err, "does not exist");
+    ck_assert_int_eq(run_host("abi", "--plugin-dir", FX_DIR "/abi_new", "--steps", "1", NULL), 3);
+    ck_assert_contains(g_err, "incompatible ABI");
+    ck_assert_int_eq(run_host("table", "--plugin-dir", FX_DIR "/null_entry", NULL), 3);
+    ck_assert_contains(g_err, "broken plugin");
+    ck_assert_int_eq(run_host("init", "--plugin-dir", FX_DIR "/init_fails", NULL), 3);
+    ck_assert_contains(g_err, "init(");
+    scratch_done();
+}
+END_TEST
+
+/* A CUDA plugin needs the CUDA-enabled host and a device; without either the
+ * refusal says which. */
+START_TEST(test_cuda_space)
+{
+    ath_devmem_t *m = NULL;
+    ath_err_t err = {{0}};
+    int rc = ath_devmem_open(ATH_SPACE_CUDA, -1, &m, &err);
+#if defined(AUXTRUNK_HOST_HAVE_CUDA)
+    if (rc != 0) {
+        ck_assert_contains(err.msg, "no CUDA device");
+        fprintf(stderr, "test_cuda_space: no CUDA device: checked the refusal message\n");
+    } else {
+        ck_assert(m->stream != NULL);
+        ck_assert(m->device >= 0);
+        ath_devmem_close(m);
+    }
+#else
+    ck_assert_int_ne(rc, 0);
+    ck_assert_contains(err.msg, "built without CUDA");
+#endif
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* train                                                                     */
+
+START_TEST(test_default_task_trains)
+{
+    scratch();
+    const char *csv = path_in("loss.csv");
+    int rc = run_host("train", "--csv", csv, NULL);
+    ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
+    ck_assert_contains(g_out, "steps/s");
+    ck_assert_contains(g_out, "summary: plugin");
+    ck_assert_contains(g_out, "ratio");
+    csv_data_t *c = read_loss_csv(csv);
+    ck_assert_int_eq(c->n, 2000);
+    for (int i = 0; i < c->n; i++)
+        ck_assert_uint_eq(c->step[i], (uint64_t)i + 1);
+    /* The loss at the end (the worst of the last ten steps, so one lucky
+     * batch does not pass it) is at least 100x below the first. */
+    double worst_end = 0;
+    for (int i = c->n - 10; i < c->n; i++)
+        worst_end = fmax(worst_end, c->loss[i]);
+    fprintf(stderr, "default task: loss %.6g -> %.6g (worst of last 10), %.1fx\n", c->loss[0],
+            worst_end, c->loss[0] / worst_end);
+    ck_assert_msg(c->loss[0] >= 100.0 * worst_end, "loss %.6g -> %.6g: less than 100x",
+                  c->loss[0], worst_end);
+    free(c);
+    scratch_done();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* checkpoint                                                                */
+
+START_TEST(test_resume_bit_exact)
+{
+    scratch();
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)(tst_seed("test_host") % 1000000));
+    const char *common[] = {"--batch", "16", "--seed", seed, "--quiet"};
+#define COMMON common[0], common[1], common[2], common[3], common[4]
+    ck_assert_int_eq(run_host("full", COMMON, "--steps", "200", "--csv", path_in("full.csv"),
+                              "--checkpoint", path_in("full.ck"), NULL),
+                     0);
+    ck_assert_int_eq(run_host("part", COMMON, "--steps", "70", "--checkpoint-every", "25",
+                              "--csv", path_in("a.csv"), "--checkpoint", path_in("part.ck"), NULL),
+                     0);
+    ck_assert_int_eq(run_host("resume", COMMON, "--steps", "200", "--resume", path_in("part.ck"),
+                              "--csv", path_in("b.csv"), "--checkpoint", path_in("part.ck"), NULL),
+                     0);
+#undef COMMON
+    ck_assert_contains(g_out, "summary: 130 steps (71..200)");
+
+    /* Loss curve: the two halves, joined, are the full run's byte for byte. */
+    size_t nf, na, nb;
+    char *full = slurp(path_in("full.csv"), &nf);
+    char *a = slurp(path_in("a.csv"), &na);
+    char *b = slurp(path_in("b.csv"), &nb);
+    const char *hdr = "step,loss\n";
+    ck_assert(strncmp(b, hdr, strlen(hdr)) == 0);
+    ck_assert_uint_eq(na + nb - strlen(hdr), nf);
+    ck_assert(memcmp(full, a, na) == 0);
+    ck_assert_msg(memcmp(full + na, b + strlen(hdr), nb - strlen(hdr)) == 0,
+                  "resumed loss curve differs from the uninterrupted run");
+    /* Final parameters and optimizer state: the checkpoints are identical. */
+    char *ck_full = slurp(path_in("full.ck"), &nf);
+    char *ck_part = slurp(path_in("part.ck"), &na);
+    ck_assert_uint_eq(na, nf);
+    ck_assert_msg(memcmp(ck_full, ck_part, nf) == 0,
+                  "final parameters/Adam state differ after resume");
+    /* Atomic writes leave no temporary files behind. */
+    DIR *dir = opendir(g_dir);
+    ck_assert(dir != NULL);
+    for (struct dirent *e; (e = readdir(dir)) != NULL;)
+        ck_assert_msg(strstr(e->d_name, ".tmp.") == NULL, "temporary file %s left behind",
+                      e->d_name);
+    closedir(dir);
+    free(full), free(a), free(b), free(ck_full), free(ck_part);
+    scratch_done();
+}
+END_TEST
+
+/* A small valid checkpoint for the refusal cases. */
+#define SMALL "--enc", "8", "--h1", "8", "--h2", "8", "--aux", "4", "--batch", "8", "--quiet"
+
+typedef struct bad_ckpt {
+    const char *what;
+    const char *text; /* expected in the message; NULL = must be accepted */
+} bad_ckpt_t;
+
+static const bad_ckpt_t bad_ckpts[] = {
+    {"intact (control)", NULL},
+    {"truncated payload", "truncated"},
+    {"truncated header", "truncated"},
+    {"empty file", "truncated"},
+    {"corrupted payload", "payload checksum mismatch"},
+    {"corrupted header", "header checksum mismatch"},
+    {"wrong magic", "bad magic"},
+    {"wrong version", "format version 2"},
+    {"wrong topology", "wrong topology"},
+    {"wrong batch", "--batch 8"},
+    {"wrong seed", "--seed"},
+    {"trailing bytes", "trailing bytes"},
+    {"missing file", "cannot open"},
+};
+
+START_TEST(test_bad_checkpoint_refused)
+{
+    scratch();
+    const bad_ckpt_t *c = &bad_ckpts[_i];
+    const char *good = path_in("good.ck"), *bad = path_in("bad.ck");
+    ck_assert_int_eq(run_host("make", SMALL, "--steps", "5", "--checkpoint", good, NULL), 0);
+    size_t n;
+    unsigned char *d = (unsigned char *)slurp(good, &n);
+    ck_assert_uint_eq(n, ATH_CKPT_HEADER_SIZE + 3 * 4 * (8 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4));
+    const char *topo_h1 = "8", *batch = "8", *seed = "1";
+    switch (_i) {
+    case 0: break;
+    case 1: n -= 100; break;
+    case 2: n = 50; break;
+    case 3: n = 0; break;
+    case 4: d[ATH_CKPT_HEADER_SIZE + 123] ^= 0x10; break;
+    case 5: d[64] ^= 0x01; break; /* the step field */
+    case 6: d[0] = 'X'; break;
+    case 7: d[8] = 2; break;
+    case 8: topo_h1 = "16"; break;
+    case 9: batch = "16"; break;
+    case 10: seed = "2"; break;
+    case 11: break;
+    case 12: break;
+    }
+    if (_i != 12)
+        spit(bad, d, n);
+    if (_i == 11) {
+        FILE *f = fopen(bad, "ab");
+        fputs("extra", f);
+        fclose(f);
+    }
+    int rc = run_host("resume", "--enc", "8", "--h1", topo_h1, "--h2", "8", "--aux", "4",
+                      "--batch", batch, "--seed", seed, "--steps", "9", "--resume", bad, NULL);
+    if (!c->text) {
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", c->what, rc, g_err);
+        ck_assert_contains(g_out, "resuming at step 5");
+    } else {
+        ck_assert_msg(rc == 4, "%s: exit %d, want 4\n%s", c->what, rc, g_err);
+        ck_assert_contains(g_err, "cannot resume");
+        ck_assert_contains(g_err, c->text);
+    }
+    free(d);
+    scratch_done();
+}
+END_TEST
+
+/* A refused checkpoint writes nothing into the caller's arrays. */
+START_TEST(test_checkpoint_load_writes_nothing)
+{
+    scratch();
+    const char *good = path_in("good.ck");
+    ck_assert_int_eq(run_host("make", SMALL, "--steps", "3", "--checkpoint", good, NULL), 0);
+    size_t n;
+    unsigned char *d = (unsigned char *)slurp(good, &n);
+    d[n - 1] ^= 0x80;
+    spit(good, d, n);
+    const size_t P = 8 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4;
+    float params[200], m[200], v[200];
+    for (size_t i = 0; i < 200; i++)
+        params[i] = m[i] = v[i] = NAN;
+    ath_ckpt_meta_t expect = {8, 8, 8, 4, 8, 1, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0, 0, 0}, got;
+    memset(&got, 0xA5, sizeof got);
+    ath_ckpt_meta_t got0 = got;
+    ath_err_t err = {{0}};
+    ck_assert_int_ne(ath_ckpt_load(good, &expect, &got, params, m, v, P, &err), 0);
+    ck_assert_contains(err.msg, "payload checksum");
+    for (size_t i = 0; i < 200; i++)
+        ck_assert(isnan(params[i]) && isnan(m[i]) && isnan(v[i]));
+    ck_assert(memcmp(&got, &got0, sizeof got) == 0);
+    /* The intact file loads. */
+    d[n - 1] ^= 0x80;
+    spit(good, d, n);
+    ck_assert_msg(ath_ckpt_load(good, &expect, &got, params, m, v, P, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(got.step, 3);
+    ck_assert_uint_eq(got.adam_t, 3);
+    free(d);
+    scratch_done();
+}
+END_TEST
+
+START_TEST(test_crc32)
+{
+    ck_assert_uint_eq(ath_crc32(0, "123456789", 9), 0xCBF43926u);
+    ck_assert_uint_eq(ath_crc32(ath_crc32(0, "1234", 4), "56789", 5), 0xCBF43926u);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* report                                                                    */
+
+START_TEST(test_csv_svg_written)
+{
+    scratch();
+    const char *csv = path_in("loss.csv"), *svg = path_in("loss.svg");
+    ck_assert_int_eq(run_host("run", SMALL, "--steps", "50", "--csv", csv, "--svg", svg, NULL), 0);
+    csv_data_t *c = read_loss_csv(csv);
+    ck_assert_int_eq(c->n, 50);
+    for (int i = 0; i < c->n; i++)
+        ck_assert_uint_eq(c->step[i], (uint64_t)i + 1);
+    free(c);
+    char *doc = slurp(svg, NULL);
+    const char *why = xml_check(doc, "svg");
+    ck_assert_msg(why == NULL, "SVG not well-formed: %s", why ? why : "");
+    ck_assert_contains(doc, "<polyline");
+    ck_assert_contains(doc, "log scale");
+    free(doc);
+    scratch_done();
+}
+END_TEST
+
+START_TEST(test_svg_edge_cases)
+{
+    scratch();
+    /* The checker itself must reject broken documents. */
+    ck_assert(xml_check("<svg><g></svg>", "svg") != NULL);
+    ck_assert(xml_check("<svg a=\"<\"/>", "svg") != NULL);
+    ck_assert(xml_check("<svg>&</svg>", "svg") != NULL);
+    ck_assert(xml_check("<svg/><svg/>", "svg") != NULL);
+
+    ath_curve_t c = {0};
+    ath_err_t err;
+    const char *svg = path_in("edge.svg");
+    const double losses[] = {NAN, 0.0, INFINITY, -1.0, 0.5, 1e-30, 3e5};
+    for (int n = 0; n <= 7; n++) {
+        ath_curve_free(&c);
+        for (int i = 0; i < n; i++)
+            ck_assert_int_eq(ath_curve_push(&c, (uint64_t)i + 10, losses[i], &err), 0);
+        ck_assert_int_eq(ath_svg_write(svg, &c, "title <with> \"markup\" & more", &err), 0);
+        char *doc = slurp(svg, NULL);
+        const char *why = xml_check(doc, "svg");
+        ck_assert_msg(why == NULL, "%d points: %s", n, why ? why : "");
+        ck_assert_contains(doc, "&lt;with&gt;");
+        free(doc);
+    }
+    ath_curve_free(&c);
+    scratch_done();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* bench                                                                     */
+
+START_TEST(test_flop_formula)
+{
+    /* 55.8 GFLOP per step at the production topology and B = 65536. */
+    double f = ath_bench_flop_forward(65536, 256, 256, 256, 128) +
+               ath_bench_flop_backward(65536, 256, 256, 256, 128);
+    ck_assert(f == 55834574848.0);
+    ck_assert(ath_bench_flop_forward(1, 1, 1, 1, 1) == 6.0);
+    ck_assert(ath_bench_flop_backward(1, 1, 1, 1, 1) == 10.0);
+}
+END_TEST
+
+static double field(char *line, int k)
+{
+    char *p = line;
+    for (int i = 0; i < k; i++) {
+        p = strchr(p, ',');
+        ck_assert(p != NULL);
+        p++;
+    }
+    return strtod(p, NULL);
+}
+
+START_TEST(test_bench_cpu)
+{
+    scratch();
+    const char *csv = path_in("bench.csv");
+    int rc = run_host("bench", "bench", "--plugin-dir", CPU_PLUGIN_DIR, "--plugin", "cpu",
+                      "--batches", "8,33", "--enc", "64", "--h1", "48", "--h2", "32", "--aux",
+                      "16", "--iters", "5", "--warmup", "1", "--min-iters", "2", "--rotate-mib",
+                      "1", "--csv", csv, NULL);
+    ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
+    ck_assert_contains(g_out, "fwd_us");
+    ck_assert_contains(g_out, "step_TF/s");
+    ck_assert_contains(g_out, "speedup");
+    char *text = slurp(csv, NULL);
+    char *save = NULL;
+    char *line = strtok_r(text, "\n", &save);
+    ck_assert_contains(line, "plugin,kernel_version,space,enc,h1,h2,aux,batch,iters");
+    int rows = 0;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        int B = (int)field(line, 7), iters = (int)field(line, 8), sets = (int)field(line, 9);
+        double fwd = field(line, 10), bwd = field(line, 11), step = field(line, 12);
+        double step_tf = field(line, 15), host_bytes = field(line, 16);
+        ck_assert(B == 8 || B == 33);
+        ck_assert(iters >= 2 && iters <= 5);
+        ck_assert(sets >= 2);
+        ck_assert(fwd > 0 && bwd > 0 && step >= fwd && step >= bwd);
+        double flop = ath_bench_flop_forward(B, 64, 48, 32, 16) +
+                      ath_bench_flop_backward(B, 64, 48, 32, 16);
+        double want = flop / (step * 1e-6) / 1e12;
+        ck_assert_msg(fabs(step_tf - want) <= 1e-3 * want + 1e-6, "TFLOP/s %g, formula %g",
+                      step_tf, want);
+        ck_assert(host_bytes > 0);
+        rows++;
+    }
+    ck_assert_int_eq(rows, 4);
+    free(text);
+    scratch_done();
+}
+END_TEST
+
+START_TEST(test_bench_refused_plugin_continues)
+{
+    scratch();
+    const char *csv = path_in("bench.csv");
+    int rc = run_host("bench", "bench", "--plugin-dir", FX_DIR "/abi_lies", "--plugin-dir",
+                      CPU_PLUGIN_DIR, "--batches", "4", "--enc", "16", "--h1", "16", "--h2", "16",
+                      "--aux", "8", "--iters", "3", "--warmup", "0", "--rotate-mib", "0", "--csv",
+                      csv, NULL);
+    ck_assert_int_eq(rc, 3);
+    ck_assert_contains(g_err, "incompatible ABI");
+    char *text = slurp(csv, NULL);
+    ck_assert_contains(text, "\ncpu-ref,");
+    free(text);
+    scratch_done();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+
+static Suite *host_suite(const char *name)
+{
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 120);
+    if (strcmp(name, "cli") == 0) {
+        tcase_add_test(tc, test_help);
+        tcase_add_test(tc, test_usage_errors);
+    } else if (strcmp(name, "loader") == 0) {
+        tcase_add_loop_test(tc, test_loader_refuses, 0,
+                            (int)(sizeof refusals / sizeof refusals[0]));
+        tcase_add_test(tc, test_loader_init_refused);
+        tcase_add_test(tc, test_loader_cpu_plugin);
+        tcase_add_test(tc, test_cli_refusals);
+        tcase_add_test(tc, test_cuda_space);
+    } else if (strcmp(name, "train") == 0) {
+        tcase_set_timeout(tc, 600);
+        tcase_add_test(tc, test_default_task_trains);
+    } else if (strcmp(name, "checkpoint") == 0) {
+        tcase_set_timeout(tc, 300);
+        tcase_add_test(tc, test_resume_bit_exact);
+        tcase_add_loop_test(tc, test_bad_checkpoint_refused, 0,
+                            (int)(sizeof bad_ckpts / sizeof bad_ckpts[0]));
+        tcase_add_test(tc, test_checkpoint_load_writes_nothing);
+        tcase_add_test(tc, test_crc32);
+    } else if (strcmp(name, "report") == 0) {
+        tcase_add_test(tc, test_csv_svg_written);
+        tcase_add_test(tc, test_svg_edge_cases);
+    } else if (strcmp(name, "bench") == 0) {
+        tcase_add_test(tc, test_flop_formula);
+        tcase_add_test(tc, test_bench_cpu);
+        tcase_add_test(tc, test_bench_refused_plugin_continues);
+    }
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    /* The default plugin must be found next to the program, not via the
+     * environment of whoever runs the tests. */
+    unsetenv("AUXTRUNK_PLUGIN_DIR");
+    const char *names[] = {"cli", "loader", "train", "checkpoint", "report", "bench"};
+    SRunner *sr = srunner_create(NULL);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        srunner_add_suite(sr, host_suite(names[i]));
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
