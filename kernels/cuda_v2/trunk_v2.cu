@@ -479,6 +479,42 @@ static size_t param_count(v2_dims_t d)
     return (size_t)d.enc * d.h1 + d.h1 + (size_t)d.h1 * d.h2 + d.h2 + (size_t)d.h2 * d.aux + d.aux;
 }
 
+namespace {
+
+template <typename F>
+cudaError_t touch(F *f)
+{
+    cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(f));
+}
+
+template <int BM, int BN, bool VEC>
+cudaError_t touch_config()
+{
+    cudaError_t e;
+    if ((e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS_ELU, VEC>)) != cudaSuccess ||
+        (e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS, VEC>)) != cudaSuccess ||
+        (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>)) != cudaSuccess ||
+        (e = touch(grad_chunk_kernel<BM, BN, VEC>)) != cudaSuccess)
+        return e;
+    return cudaSuccess;
+}
+
+} /* namespace */
+
+extern "C" cudaError_t v2_prepare(void)
+{
+    cudaError_t e;
+    if ((e = touch_config<128, 128, true>()) != cudaSuccess ||
+        (e = touch_config<128, 128, false>()) != cudaSuccess ||
+        (e = touch_config<64, 64, true>()) != cudaSuccess ||
+        (e = touch_config<64, 64, false>()) != cudaSuccess ||
+        (e = touch_config<32, 32, true>()) != cudaSuccess ||
+        (e = touch_config<32, 32, false>()) != cudaSuccess)
+        return e;
+    return touch(tree_kernel);
+}
+
 extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
 {
     int nc = auxtrunk_canon_chunks(max_batch);

@@ -42,6 +42,11 @@ typedef struct v2_grads {
  * (P = parameter count), else 0, plus dh2_pre and dh1_pre [max_batch, H2+H1]. */
 size_t v2_workspace_floats(v2_dims_t d, int max_batch);
 
+/* Loads every kernel of this file on the current device (even under lazy
+ * module loading), so that no later launch loads code, e.g. inside a host's
+ * graph capture. Call once per device at init. */
+cudaError_t v2_prepare(void);
+
 /* Forward: h1 [B,H1], h2 [B,H2] (scratch or recorded) and out [B,AUX]. */
 cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch, float *h1,
                        float *h2, float *out, cudaStream_t stream);

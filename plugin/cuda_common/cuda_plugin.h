@@ -1,0 +1,62 @@
+/*
+ * cuda_plugin.h — the ABI adapter every CUDA plugin shares. A CUDA plugin is
+ * one kernel set plus this adapter: it defines the table atc_plugin_kernels
+ * (names, caps, workspace size and three launchers) and links cuda_plugin.c,
+ * which implements every entry of abi/auxtrunk.h on top of it: validation
+ * (plugin/common with the CUDA memory-space checker) before anything is
+ * enqueued, the device guard, checked launches, and the handle's one device
+ * allocation.
+ *
+ * Device memory of a handle, allocated once by init as one block:
+ *   h1, h2     [max_batch, H1], [max_batch, H2]  recorded by forward for backward
+ *   ih1, ih2   the same shapes                   infer's activations, so that
+ *                                                infer never touches the record
+ *   workspace  kernels->workspace_bytes(dims)    the kernel set's own scratch
+ * The host orders the handle's calls; the device work of two calls on one
+ * handle must not overlap either (same stream, or an event between them),
+ * since they share these buffers.
+ */
+#ifndef AUXTRUNK_PLUGIN_CUDA_PLUGIN_H
+#define AUXTRUNK_PLUGIN_CUDA_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "auxtrunk.h"
+#include "plugin_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct atc_kernels {
+    const char *impl_name;      /* auxtrunk_api_t.impl_name */
+    const char *kernel_version; /* auxtrunk_api_t.kernel_version */
+    uint64_t caps;              /* must include AUXTRUNK_CAP_MEM_CUDA */
+    uint32_t config_flags;      /* AUXTRUNK_CONFIG_* bits init accepts */
+
+    /* Device workspace bytes a handle of these dims needs beyond h1/h2/ih1/ih2. */
+    size_t (*workspace_bytes)(const atp_dims_t *dims);
+    /* Loads every kernel on the current device (once per handle, at init), so
+     * that no later launch loads code, e.g. inside a host's graph capture. */
+    cudaError_t (*prepare)(void);
+    /* h1, h2 are the record or infer's scratch; arguments are validated. */
+    cudaError_t (*forward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
+                           int batch, float *h1, float *h2, float *out, void *workspace,
+                           cudaStream_t stream);
+    cudaError_t (*backward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
+                            const float *h1, const float *h2, const float *dout, int batch,
+                            const auxtrunk_grads_t *g, int accumulate, void *workspace,
+                            cudaStream_t stream);
+} atc_kernels_t;
+
+/* Defined by each CUDA plugin (one per libauxtrunk.so). */
+extern const atc_kernels_t atc_plugin_kernels;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AUXTRUNK_PLUGIN_CUDA_PLUGIN_H */
