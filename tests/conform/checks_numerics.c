@@ -114,7 +114,8 @@ static void numerics_sweep(cf_ctx_t *ctx, int grads, uint32_t config_flags, doub
         }
         pl->api.destroy(h);
     }
-    cf_pass_detail(ctx, "%d problems, worst relative error %.2g (limit %.0e)", n_runs, worst, tol);
+    cf_pass_detail(ctx, "%d problems, worst relative error %.2g at %s (limit %.0e)", n_runs, worst,
+                   ctx->worst_at, tol);
 }
 
 void check_numerics_forward(cf_ctx_t *ctx) { numerics_sweep(ctx, 0, 0, CF_TOL); }

@@ -152,7 +152,7 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd)
             goto out;
         }
     }
-    cf_stage(&ctx, "running");
+    cf_stage(&ctx, "the check's first calls");
     c->run(&ctx);
 out:;
     char text[1200];

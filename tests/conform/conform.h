@@ -85,6 +85,7 @@ struct cf_ctx {
     int fd;          /* pipe to the parent */
     int verdict;
     char reason[1024];
+    char worst_at[160]; /* where cf_expect_close saw its largest error */
 };
 
 /* Verdicts. The first failure wins; later ones are ignored. Each returns -1
@@ -251,7 +252,9 @@ int cf_watch_end(cf_ctx_t *ctx, cf_watch_t *w, const char *what);
 
 /* Comparisons. Each fails the check with a reason naming what, the worst
  * element and the values, and returns -1; else 0. */
-/* max |got - ref| / max |ref| <= tol (ref64_max_rel_err's measure). */
+/* max |got - ref| / max |ref| <= tol (ref64_max_rel_err's measure). The
+ * _all form measures each gradient against at least a tenth of the largest
+ * gradient tensor's scale (see trunk.c). */
 int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref,
                     size_t n, double tol, double *worst);
 /* Bitwise equality. */

@@ -332,13 +332,24 @@ static uint32_t bits_of(float f)
     return u;
 }
 
-int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref,
-                    size_t n, double tol, double *worst)
+static double max_abs(const double *v, size_t n)
 {
-    double scale = 0.0;
+    double m = 0.0;
     for (size_t i = 0; i < n; i++)
-        if (fabs(ref[i]) > scale)
-            scale = fabs(ref[i]);
+        if (fabs(v[i]) > m)
+            m = fabs(v[i]);
+    return m;
+}
+
+/* The scale is max |ref| of the tensor, but at least floor: a tensor of one
+ * or a few sums (a bias of width 1) can cancel to far below the size of its
+ * terms, and rounding is relative to the terms. */
+static int expect_close_floor(cf_ctx_t *ctx, const char *what, const float *got, const double *ref,
+                              size_t n, double tol, double *worst, double floor)
+{
+    double scale = max_abs(ref, n);
+    if (scale < floor)
+        scale = floor;
     if (scale == 0.0)
         scale = 1.0;
     double err_max = 0.0;
@@ -353,14 +364,22 @@ int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const dou
             at = i;
         }
     }
-    if (worst && err_max > *worst)
+    if (worst && err_max > *worst) {
         *worst = err_max;
+        snprintf(ctx->worst_at, sizeof ctx->worst_at, "%s[%zu]", what, at);
+    }
     if (err_max > tol)
         return cf_fail(ctx,
                        "%s[%zu] = %.9g, reference %.9g: error %.3g of the tensor's scale %.3g "
                        "exceeds %.1g",
                        what, at, (double)got[at], ref[at], err_max, scale, tol);
     return 0;
+}
+
+int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref,
+                    size_t n, double tol, double *worst)
+{
+    return expect_close_floor(ctx, what, got, ref, n, tol, worst, 0.0);
 }
 
 int cf_expect_same(cf_ctx_t *ctx, const char *what, const float *got, const float *want, size_t n)
@@ -383,9 +402,13 @@ int cf_expect_close_all(cf_ctx_t *ctx, const char *what, const cf_inputs_t *in,
         if (cf_expect_close(ctx, name, o->out, r->out, (size_t)in->batch * in->d.aux, tol, worst))
             return -1;
     }
+    /* Gradient tensors share a floor of a tenth of the largest one's scale. */
+    double floor = 0.0;
+    for (int i = 0; grads && i < CF_NPARAM; i++)
+        floor = fmax(floor, 0.1 * max_abs(r->g[i], cf_param_len(in->d, i)));
     for (int i = 0; grads && i < CF_NPARAM; i++) {
         snprintf(name, sizeof name, "%s: %s", what, cf_grad_names[i]);
-        if (cf_expect_close(ctx, name, o->g[i], r->g[i], cf_param_len(in->d, i), tol, worst))
+        if (expect_close_floor(ctx, name, o->g[i], r->g[i], cf_param_len(in->d, i), tol, worst, floor))
             return -1;
     }
     return 0;
