@@ -49,7 +49,9 @@ struct auxtrunk_handle {
  * host built with -ffast-math (crtfastmath sets FTZ/DAZ) or one that changed
  * the rounding mode or unmasked exceptions would otherwise change the bits or
  * trap, so each computing call runs under the default environment and gives
- * the caller's back afterwards (flags raised inside are not reported).
+ * the caller's back afterwards (flags raised inside are not reported). On
+ * x86-64 that is the whole MXCSR; elsewhere <fenv.h> resets the rounding mode
+ * and exception traps (a target's own flush-to-zero bit is not covered).
  */
 #ifdef CPU_HAVE_MXCSR
 typedef unsigned int cpu_fpenv_t;
