@@ -76,7 +76,8 @@ step build "$out/build.log" 300 \
 
 # --- Tests ----------------------------------------------------------------------
 step ctest "$out/ctest.log" 420 \
-    ctest --test-dir "$build" -R '^cuda_(v1|scan)_' --output-on-failure -V --timeout 400
+    ctest --test-dir "$build" -R '^(cuda_(v1|scan)_|symbols_cuda-v1$)' --output-on-failure -V \
+        --timeout 400
 
 # --- Sanitizers (quick mode, one process: CK_FORK=no) -----------------------------
 bin=$build/tests/cuda/test_cuda_v1

@@ -2,8 +2,8 @@
  * test_cuda_scan.c — the CUDA plugins' checks that need no GPU, so CI runs
  * them: no atomic or reduction-to-memory instruction in the kernels' PTX (and
  * in the plugin's SASS where cuobjdump exists), no dx-style symbol in the
- * kernel and plugin sources, one exported symbol, and fixtures proving each
- * scanner fails when it should.
+ * kernel and plugin sources, and fixtures proving each scanner fails when it
+ * should. (The exported-symbol check of every plugin is in tests/unit.)
  *
  * Usage (one ctest entry per mode):
  *   test_cuda_scan fixtures
@@ -11,7 +11,6 @@
  *   test_cuda_scan ptx-fixture FILE.ptx        PTX that must hold atomics
  *   test_cuda_scan source FILE...
  *   test_cuda_scan sass CUOBJDUMP PLUGIN.so     exit 77 (skip) without cuobjdump
- *   test_cuda_scan symbols NM PLUGIN.so
  */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -214,41 +213,6 @@ START_TEST(sass_has_no_atomics)
 }
 END_TEST
 
-START_TEST(exports_only_the_entry)
-{
-    char tool[1024], lib[1024], cmd[2200];
-    snprintf(cmd, sizeof cmd, "%s -D --defined-only %s",
-             shell_quoted(g_files[0], tool, sizeof tool), shell_quoted(g_files[1], lib, sizeof lib));
-    int status = 0;
-    char *out = scan_read_command(cmd, &status);
-    ck_assert_msg(out != NULL && status == 0, "%s failed (%d)", cmd, status);
-    int entry = 0;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-        /* "ADDRESS TYPE NAME[@[@]VERSION]" */
-        char type = 0, name[512] = "";
-        if (sscanf(line, "%*s %c %511s", &type, name) != 2)
-            continue;
-        char *at = strchr(name, '@');
-        if (at)
-            *at = '\0';
-        if (type == 'A') /* the version node of abi/plugin.map (AUXTRUNK_1) */
-            continue;
-        if (strcmp(name, "auxtrunk_plugin_entry") == 0) {
-            entry++;
-            continue;
-        }
-        static const char *const toolchain[] = {"_init", "_fini", "_edata", "_end",
-                                                "__bss_start"};
-        int allowed = 0;
-        for (size_t i = 0; i < sizeof toolchain / sizeof toolchain[0]; i++)
-            allowed |= strcmp(name, toolchain[i]) == 0;
-        ck_assert_msg(allowed, "%s exports %s (type %c)", g_files[1], name, type);
-    }
-    ck_assert_msg(entry == 1, "auxtrunk_plugin_entry exported %d times", entry);
-    free(out);
-}
-END_TEST
-
 /* ------------------------------------------------------------------------- */
 
 static Suite *make_suite(const char *mode)
@@ -268,8 +232,6 @@ static Suite *make_suite(const char *mode)
         tcase_add_test(tc, sources_have_no_dx_symbol);
     } else if (strcmp(mode, "sass") == 0) {
         tcase_add_test(tc, sass_has_no_atomics);
-    } else if (strcmp(mode, "symbols") == 0) {
-        tcase_add_test(tc, exports_only_the_entry);
     } else {
         return NULL;
     }
@@ -281,13 +243,13 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s fixtures | ptx FILE... | ptx-fixture FILE... | source FILE... | "
-                        "sass CUOBJDUMP LIB | symbols NM LIB\n", argv[0]);
+                        "sass CUOBJDUMP LIB\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
     g_files = argv + 2;
     g_nfiles = argc - 2;
-    if ((strcmp(mode, "sass") == 0 || strcmp(mode, "symbols") == 0) && g_nfiles != 2) {
+    if (strcmp(mode, "sass") == 0 && g_nfiles != 2) {
         fprintf(stderr, "%s: mode %s takes TOOL LIB\n", argv[0], mode);
         return 2;
     }
