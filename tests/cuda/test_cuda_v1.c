@@ -274,7 +274,7 @@ typedef struct problem {
     ref64_dims_t d;
     int batch;
     float *p[NPARAM], *x, *dout; /* host */
-    dbuf_t dp[NPARAM], dx, ddout; /* device, same values */
+    dbuf_t devp[NPARAM], devx, devdout; /* device, same values */
 } problem_t;
 
 static float fan_scale(int fan_in) { return 1.5f / sqrtf((float)fan_in); }
@@ -294,7 +294,7 @@ static problem_t problem_new(ref64_dims_t d, int batch, tst_rng_t *r)
         ck_assert(pb.p[i] != NULL);
         float s = fan[i] ? fan_scale(fan[i]) : 0.5f;
         tst_rng_fill(r, pb.p[i], n, -s, s);
-        pb.dp[i] = dbuf_from(pb.p[i], n);
+        pb.devp[i] = dbuf_from(pb.p[i], n);
     }
     size_t nx = (size_t)batch * d.enc, nd = (size_t)batch * d.aux;
     pb.x = malloc(nx * sizeof(float));
@@ -304,8 +304,8 @@ static problem_t problem_new(ref64_dims_t d, int batch, tst_rng_t *r)
     tst_rng_fill(r, pb.dout, nd, -1.0f, 1.0f);
     pb.x[0] = -0.0f;
     pb.dout[nd - 1] = -0.0f;
-    pb.dx = dbuf_from(pb.x, nx);
-    pb.ddout = dbuf_from(pb.dout, nd);
+    pb.devx = dbuf_from(pb.x, nx);
+    pb.devdout = dbuf_from(pb.dout, nd);
     return pb;
 }
 
@@ -313,18 +313,18 @@ static void problem_free(problem_t *pb)
 {
     for (int i = 0; i < NPARAM; i++) {
         free(pb->p[i]);
-        dbuf_free(&pb->dp[i]);
+        dbuf_free(&pb->devp[i]);
     }
     free(pb->x);
     free(pb->dout);
-    dbuf_free(&pb->dx);
-    dbuf_free(&pb->ddout);
+    dbuf_free(&pb->devx);
+    dbuf_free(&pb->devdout);
 }
 
 static auxtrunk_params_t dev_params(const problem_t *pb)
 {
-    auxtrunk_params_t a = {sizeof a, 0, dptr(&pb->dp[W1]), dptr(&pb->dp[B1]), dptr(&pb->dp[W2]),
-                           dptr(&pb->dp[B2]), dptr(&pb->dp[W3]), dptr(&pb->dp[B3])};
+    auxtrunk_params_t a = {sizeof a, 0, dptr(&pb->devp[W1]), dptr(&pb->devp[B1]), dptr(&pb->devp[W2]),
+                           dptr(&pb->devp[B2]), dptr(&pb->devp[W3]), dptr(&pb->devp[B3])};
     return a;
 }
 
@@ -345,16 +345,16 @@ static ref64_params_t ref_params(const problem_t *pb)
 static void expect_inputs_unchanged(const problem_t *pb)
 {
     for (int i = 0; i < NPARAM; i++) {
-        float *got = dbuf_fetch(&pb->dp[i], param_name[i]);
+        float *got = dbuf_fetch(&pb->devp[i], param_name[i]);
         ck_assert_msg(memcmp(got, pb->p[i], param_len(pb->d, i) * sizeof(float)) == 0,
                       "%s changed on the device", param_name[i]);
         free(got);
     }
-    float *gx = dbuf_fetch(&pb->dx, "x");
+    float *gx = dbuf_fetch(&pb->devx, "x");
     ck_assert_msg(memcmp(gx, pb->x, (size_t)pb->batch * pb->d.enc * sizeof(float)) == 0,
                   "x changed on the device");
     free(gx);
-    float *gd = dbuf_fetch(&pb->ddout, "dout");
+    float *gd = dbuf_fetch(&pb->devdout, "dout");
     ck_assert_msg(memcmp(gd, pb->dout, (size_t)pb->batch * pb->d.aux * sizeof(float)) == 0,
                   "dout changed on the device");
     free(gd);
@@ -454,9 +454,9 @@ static void run_v1(const auxtrunk_api_t *api, auxtrunk_handle_t *h, const proble
 {
     auxtrunk_params_t p = dev_params(pb);
     auxtrunk_grads_t g = dev_grads(o);
-    call_ok(api, h, api->forward(h, &p, dptr(&pb->dx), pb->batch, dptr(&o->out), 0, s), "forward");
-    call_ok(api, h, api->infer(h, &p, dptr(&pb->dx), pb->batch, dptr(&o->inf), 0, s), "infer");
-    call_ok(api, h, api->backward(h, &p, dptr(&pb->dx), dptr(&pb->ddout), pb->batch, &g, bwd_flags, s),
+    call_ok(api, h, api->forward(h, &p, dptr(&pb->devx), pb->batch, dptr(&o->out), 0, s), "forward");
+    call_ok(api, h, api->infer(h, &p, dptr(&pb->devx), pb->batch, dptr(&o->inf), 0, s), "infer");
+    call_ok(api, h, api->backward(h, &p, dptr(&pb->devx), dptr(&pb->devdout), pb->batch, &g, bwd_flags, s),
             "backward");
 }
 
@@ -656,7 +656,7 @@ START_TEST(accumulate_adds_once)
         /* A second accumulating backward adds the same result again. */
         auxtrunk_params_t p = dev_params(&pb);
         auxtrunk_grads_t g = dev_grads(&o);
-        call_ok(api, h, api->backward(h, &p, dptr(&pb.dx), dptr(&pb.ddout), pb.batch, &g,
+        call_ok(api, h, api->backward(h, &p, dptr(&pb.devx), dptr(&pb.devdout), pb.batch, &g,
                                       AUXTRUNK_BACKWARD_ACCUMULATE, NULL), "backward");
         result_t once = canon_result(&pb);
         for (int i = 0; i < NPARAM; i++) {
@@ -694,13 +694,13 @@ START_TEST(infer_keeps_the_record)
     /* forward(train), infer(target), backward(train) == canon32 of train. */
     auxtrunk_params_t p = dev_params(&train), q = dev_params(&target);
     auxtrunk_grads_t g = dev_grads(&o);
-    call_ok(api, h, api->forward(h, &p, dptr(&train.dx), train.batch, dptr(&o.out), 0, NULL),
+    call_ok(api, h, api->forward(h, &p, dptr(&train.devx), train.batch, dptr(&o.out), 0, NULL),
             "forward");
-    call_ok(api, h, api->infer(h, &q, dptr(&target.dx), target.batch, dptr(&t.inf), 0, NULL),
+    call_ok(api, h, api->infer(h, &q, dptr(&target.devx), target.batch, dptr(&t.inf), 0, NULL),
             "infer");
-    call_ok(api, h, api->infer(h, &p, dptr(&train.dx), train.batch, dptr(&o.inf), 0, NULL),
+    call_ok(api, h, api->infer(h, &p, dptr(&train.devx), train.batch, dptr(&o.inf), 0, NULL),
             "infer");
-    call_ok(api, h, api->backward(h, &p, dptr(&train.dx), dptr(&train.ddout), train.batch, &g, 0,
+    call_ok(api, h, api->backward(h, &p, dptr(&train.devx), dptr(&train.devdout), train.batch, &g, 0,
                                   NULL), "backward");
     CUDA_OK(cudaDeviceSynchronize());
     result_t got = outputs_fetch(&train, &o);
@@ -819,7 +819,7 @@ START_TEST(bad_input_writes_nothing)
     outputs_t o = outputs_new(&pb);
     auxtrunk_params_t p = dev_params(&pb);
     auxtrunk_grads_t g = dev_grads(&o);
-    float *x = dptr(&pb.dx), *dout = dptr(&pb.ddout), *out = dptr(&o.out);
+    float *x = dptr(&pb.devx), *dout = dptr(&pb.devdout), *out = dptr(&o.out);
 
     /* Before any forward. */
     expect_refused(api, h, api->backward(h, &p, x, dout, 10, &g, 0, NULL), AUXTRUNK_E_NO_FORWARD,
