@@ -9,7 +9,8 @@
  *   backward      against ref64, finite differences and canon32; accumulate;
  *                 every batch-tree shape up to 40 chunks
  *   rules         determinism, stop-gradient (x untouched, guard zones),
- *                 infer leaves the record alone, floating-point environment
+ *                 infer leaves the record alone, floating-point environment,
+ *                 two handles in two threads
  *   bad input     every documented error: status, nothing written, record
  *                 kept, last_error set
  *
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/resource.h>
 
 #if defined(__x86_64__)
@@ -1129,6 +1131,65 @@ START_TEST(test_fp_environment)
 }
 END_TEST
 
+/* Calls on different handles may run at the same time (abi/auxtrunk.h,
+ * "Threading"): two threads, one handle each, same inputs, canonical bits. */
+typedef struct worker {
+    const bcase_t *c;
+    grads_t g;
+    float *out;
+    int32_t status;
+} worker_t;
+
+static void *worker_run(void *arg)
+{
+    worker_t *w = arg;
+    const auxtrunk_api_t *a = api();
+    auxtrunk_config_t cfg = config_of(w->c->t);
+    auxtrunk_handle_t *h = NULL;
+    w->status = a->init(&cfg, &h);
+    for (int rep = 0; rep < 4 && w->status == AUXTRUNK_OK; rep++) {
+        w->status = a->forward(h, &w->c->m.p, w->c->x, w->c->batch, w->out, 0, NULL);
+        if (w->status == AUXTRUNK_OK)
+            w->status =
+                a->backward(h, &w->c->m.p, w->c->x, w->c->dout, w->c->batch, &w->g.g, 0, NULL);
+    }
+    if (h)
+        a->destroy(h);
+    return NULL;
+}
+
+START_TEST(test_two_handles_concurrently)
+{
+    bcase_t c;
+    bcase_init(&c, T_ODD, 600, 950);
+    size_t n_out = (size_t)c.batch * c.t.aux;
+    float *want = malloc(n_out * sizeof *want);
+    canon32_forward(dims_of(c.t), &c.m.rp, c.x, c.batch, NULL, NULL, want);
+    grads_t gwant;
+    canon_grads(&c, &gwant);
+    api(); /* load before the threads start */
+    worker_t w[2];
+    pthread_t tid[2];
+    for (int i = 0; i < 2; i++) {
+        w[i].c = &c;
+        w[i].out = malloc(n_out * sizeof *w[i].out);
+        grads_init(&w[i].g, c.t);
+        ck_assert_int_eq(pthread_create(&tid[i], NULL, worker_run, &w[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pthread_join(tid[i], NULL), 0);
+        ck_assert_int_eq(w[i].status, AUXTRUNK_OK);
+        expect_same_bits(w[i].out, want, n_out, "concurrent forward");
+        grads_expect_same(&w[i].g, &gwant, "concurrent backward");
+        grads_free(&w[i].g);
+        free(w[i].out);
+    }
+    grads_free(&gwant);
+    free(want);
+    bcase_free(&c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* Bad input: status, nothing written, record kept, last_error set           */
 
@@ -1463,6 +1524,7 @@ static Suite *cpu_plugin_suite(void)
     tcase_add_test(tc, test_stop_gradient);
     tcase_add_test(tc, test_infer_keeps_record);
     tcase_add_test(tc, test_fp_environment);
+    tcase_add_test(tc, test_two_handles_concurrently);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");
