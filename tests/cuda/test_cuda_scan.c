@@ -43,12 +43,26 @@ static char *read_or_fail(const char *path)
 /* ------------------------------------------------------------------------- */
 /* Fixtures: every scanner must find what is planted and nothing else        */
 
+typedef struct fixture {
+    const char *text;
+    int expect; /* findings the scanner must report */
+} fixture_t;
+
+typedef int (*scanner_fn)(const char *text, char *first, size_t first_len);
+
+static void expect_findings(const char *kind, scanner_fn scan, const fixture_t *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char first[256] = "";
+        int found = scan(cases[i].text, first, sizeof first);
+        ck_assert_msg(found == cases[i].expect, "%s fixture %zu: %d findings, expected %d (%s)",
+                      kind, i, found, cases[i].expect, first);
+    }
+}
+
 START_TEST(ptx_scanner_catches_atomics)
 {
-    static const struct {
-        const char *text;
-        int expect;
-    } cases[] = {
+    static const fixture_t cases[] = {
         {"\tatom.global.add.f32 \t%f1, [%rd1], %f2;\n", 1},
         {"\t@%p1 red.global.add.f32 \t[%rd1], %f2;\n", 1},
         {"$L__BB0_3:\n\tatom.shared.cas.b32 %r1, [%r2], %r3, %r4;\n", 1},
@@ -63,21 +77,13 @@ START_TEST(ptx_scanner_catches_atomics)
         {"\t/* red.global.add.f32 [%rd1], %f2; */ mov.f32 %f1, %f2;\n", 0},
         {".visible .entry red_kernel(\n\t.param .u64 red_param_0\n)\n", 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char first[256] = "";
-        int n = scan_ptx_atomics(cases[i].text, first, sizeof first);
-        ck_assert_msg(n == cases[i].expect, "PTX fixture %zu: %d findings, expected %d (%s)", i,
-                      n, cases[i].expect, first);
-    }
+    expect_findings("PTX", scan_ptx_atomics, cases, sizeof cases / sizeof cases[0]);
 }
 END_TEST
 
 START_TEST(sass_scanner_catches_atomics)
 {
-    static const struct {
-        const char *text;
-        int expect;
-    } cases[] = {
+    static const fixture_t cases[] = {
         {"        /*0090*/                   ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, R2, [R2.64], R5 ;"
          "   /* 0x000fe200099ef384 */\n", 1},
         {"        /*00a0*/               @P0 RED.E.ADD.F32.FTZ.RN.STRONG.GPU [R2.64], R5 ;\n", 1},
@@ -92,21 +98,13 @@ START_TEST(sass_scanner_catches_atomics)
          0},
         {"\t\tFunction : _ZN16dw_reduce_kernelEPKfS1_iiiiPf\n\t.headerflags @\"EF_CUDA_SM90\"\n", 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char first[256] = "";
-        int n = scan_sass_atomics(cases[i].text, first, sizeof first);
-        ck_assert_msg(n == cases[i].expect, "SASS fixture %zu: %d findings, expected %d (%s)", i,
-                      n, cases[i].expect, first);
-    }
+    expect_findings("SASS", scan_sass_atomics, cases, sizeof cases / sizeof cases[0]);
 }
 END_TEST
 
 START_TEST(source_scanner_catches_dx)
 {
-    static const struct {
-        const char *text;
-        int expect;
-    } cases[] = {
+    static const fixture_t cases[] = {
         {"__global__ void k(const float *x, float *dx_in) {}\n", 1},
         {"void f(float *dx_in_out);\n", 1},
         {"float *dX = 0;\n", 1},
@@ -120,12 +118,7 @@ START_TEST(source_scanner_catches_dx)
         {"const char *s = \"dx_in\"; char c = 'x';\n", 0},
         {"/* a\n * multi-line dx\n */ float *dh2, *dw, *db, *dout, idx;\n", 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char first[256] = "";
-        int n = scan_source_dx(cases[i].text, first, sizeof first);
-        ck_assert_msg(n == cases[i].expect, "source fixture %zu: %d findings, expected %d (%s)",
-                      i, n, cases[i].expect, first);
-    }
+    expect_findings("source", scan_source_dx, cases, sizeof cases / sizeof cases[0]);
 }
 END_TEST
 
