@@ -13,14 +13,17 @@
  */
 #include "bench.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_cublas.h"
 #include "devmem.h"
 #include "layout.h"
 #include "loader.h"
+#include "report.h"
 #include "task.h"
 #include "util.h"
 
@@ -203,6 +206,61 @@ out:
 }
 
 /* ------------------------------------------------------------------------- */
+/* The cuBLAS comparison point (bench_cublas.cu, a separate module)           */
+/*
+ * The cuBLAS equivalent is built as its own shared module so that
+ * auxtrunk-host itself never depends on libcublas: only --cublas loads it.
+ */
+
+#ifndef AUXTRUNK_HOST_INSTALL_AUXLIB_REL
+#define AUXTRUNK_HOST_INSTALL_AUXLIB_REL "../lib/auxtrunk"
+#endif
+#define ATH_CUBLAS_MODULE "libauxtrunk_bench_cublas.so"
+
+typedef int (*cublas_run_fn)(int enc, int h1, int h2, int aux, int batch, int warmup, int iters,
+                             int tf32, bench_cublas_result_t *res, char *err, int err_len);
+
+static cublas_run_fn cublas_load(void **lib, ath_err_t *err)
+{
+#if !defined(AUXTRUNK_HOST_HAVE_CUDA)
+    (void)lib;
+    ath_errf(err, "--cublas needs auxtrunk-host built with the CUDA toolkit");
+    return NULL;
+#else
+    char dir[4096], path[2][4400];
+    if (ath_exe_dir(dir, sizeof dir) != 0) {
+        ath_errf(err, "cannot locate the running executable");
+        return NULL;
+    }
+    snprintf(path[0], sizeof path[0], "%s/%s", dir, ATH_CUBLAS_MODULE);
+    snprintf(path[1], sizeof path[1], "%s/%s/%s", dir, AUXTRUNK_HOST_INSTALL_AUXLIB_REL,
+             ATH_CUBLAS_MODULE);
+    const char *why = "not found";
+    for (int i = 0; i < 2; i++) {
+        *lib = dlopen(path[i], RTLD_NOW | RTLD_LOCAL);
+        if (!*lib) {
+            const char *e = dlerror();
+            if (i == 0 && e)
+                why = e;
+            continue;
+        }
+        void *sym = dlsym(*lib, "bench_cublas_run");
+        if (sym) {
+            cublas_run_fn fn;
+            memcpy(&fn, &sym, sizeof fn);
+            return fn;
+        }
+        dlclose(*lib);
+        *lib = NULL;
+    }
+    ath_errf(err, "the cuBLAS comparison module %s cannot be loaded (%s); it is built only where "
+                  "the CUDA toolkit has cuBLAS",
+             path[0], why);
+    return NULL;
+#endif
+}
+
+/* ------------------------------------------------------------------------- */
 /* The run                                                                   */
 
 static double tflops(double flop, double us)
@@ -210,16 +268,190 @@ static double tflops(double flop, double us)
     return us > 0 ? flop / (us * 1e-6) / 1e12 : 0.0;
 }
 
-int ath_bench_run(const ath_bench_opts_t *o)
+/* What a row of the table needs to know about whoever produced it. */
+typedef struct column {
+    char name[64];
+    char version[160];
+    const char *space;
+} column_t;
+
+static void print_row(FILE *csv, const ath_bench_opts_t *o, const column_t *c, int32_t B,
+                      const row_t *r)
 {
     const int32_t E = o->enc, H1 = o->h1, H2 = o->h2, A = o->aux;
-    auxtrunk_config_t shape = {sizeof shape, 0, E, H1, H2, A, 1, -1};
+    double ff = ath_bench_flop_forward(B, E, H1, H2, A);
+    double fb = ath_bench_flop_backward(B, E, H1, H2, A);
+    printf("%-10s %8d %6d %11.2f %11.2f %11.2f %8.3f %8.3f %8.3f %10.2f %10.2f\n", c->name, B,
+           r->iters, r->fwd_us, r->bwd_us, r->step_us, tflops(ff, r->fwd_us),
+           tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us),
+           (double)r->device_bytes / 1048576.0, (double)r->host_bytes / 1048576.0);
+    fflush(stdout);
+    if (csv)
+        fprintf(csv, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu\n",
+                c->name, c->version, c->space, E, H1, H2, A, B, r->iters, r->sets, r->fwd_us,
+                r->bwd_us, r->step_us, tflops(ff, r->fwd_us), tflops(fb, r->bwd_us),
+                tflops(ff + fb, r->step_us), (unsigned long long)r->host_bytes,
+                (unsigned long long)r->device_bytes);
+}
+
+/* Every batch size for one plugin. Returns an ATH_EXIT_* code. */
+static int bench_plugin(const ath_bench_opts_t *o, const char *dir, FILE *csv, column_t *col,
+                        row_t *rows)
+{
+    ath_err_t err = {{0}};
+    ath_plugin_t pl;
+    ath_devmem_t *m = NULL;
+    float *d_params = NULL, *d_grads = NULL, *h_params = NULL;
+    int code = ATH_EXIT_OK;
+    auxtrunk_config_t shape = {sizeof shape, 0, o->enc, o->h1, o->h2, o->aux, 1, -1};
+    const size_t P = ath_layout_of(&shape).count;
+
+    ath_load_status_t ls = ath_plugin_load(dir, &pl, &err);
+    if (ls != ATH_LOAD_OK) {
+        fprintf(stderr, "auxtrunk-host bench: plugin refused (%s): %s\n",
+                ath_load_status_name(ls), err.msg);
+        snprintf(col->name, sizeof col->name, "(refused)");
+        return ATH_EXIT_PLUGIN;
+    }
+    snprintf(col->name, sizeof col->name, "%s", pl.api.impl_name);
+    snprintf(col->version, sizeof col->version, "%s", pl.api.kernel_version);
+    col->space = pl.space == ATH_SPACE_CUDA ? "cuda" : "host";
+    if (!o->quiet)
+        printf("# %s: %s, %s memory, %s\n", pl.api.impl_name, pl.api.kernel_version,
+               pl.space == ATH_SPACE_CUDA ? "CUDA device" : "host", pl.path);
+    if (o->fast && !(pl.api.caps & AUXTRUNK_CAP_FAST_MODE)) {
+        printf("# %s: skipped: no fast mode (AUXTRUNK_CAP_FAST_MODE)\n", pl.api.impl_name);
+        ath_plugin_unload(&pl);
+        return ATH_EXIT_OK;
+    }
+    if (ath_devmem_open(pl.space, o->device, &m, &err) != 0) {
+        fprintf(stderr, "auxtrunk-host bench: %s: %s\n", pl.path, err.msg);
+        ath_plugin_unload(&pl);
+        return ATH_EXIT_PLUGIN;
+    }
+    h_params = malloc(P * sizeof(float));
+    if (!h_params) {
+        ath_errf(&err, "out of host memory");
+        goto failed;
+    }
+    if (m->ops->alloc(m, P * sizeof(float), (void **)&d_params, &err) != 0 ||
+        m->ops->alloc(m, P * sizeof(float), (void **)&d_grads, &err) != 0)
+        goto failed;
+    ath_task_init_params(&shape, o->seed, h_params);
+    if (m->ops->upload(m, d_params, h_params, P * sizeof(float), &err) != 0)
+        goto failed;
+
+    for (int bi = 0; bi < o->n_batches; bi++) {
+        int32_t B = o->batches[bi];
+        if (bench_one(o, &pl, m, d_params, d_grads, B, &rows[bi], &err) != 0) {
+            printf("%-10s %8d  failed: %s\n", col->name, B, err.msg);
+            fflush(stdout);
+            code = ATH_EXIT_FAILURE;
+            continue;
+        }
+        print_row(csv, o, col, B, &rows[bi]);
+    }
+    goto done;
+failed:
+    fprintf(stderr, "auxtrunk-host bench: %s: %s\n", pl.path, err.msg);
+    code = ATH_EXIT_FAILURE;
+done:
+    if (d_params)
+        m->ops->release(m, d_params);
+    if (d_grads)
+        m->ops->release(m, d_grads);
+    free(h_params);
+    ath_plugin_unload(&pl);
+    ath_devmem_close(m);
+    return code;
+}
+
+/* The cuBLAS equivalent at every batch size (graph replay, its own medians). */
+static int bench_cublas(const ath_bench_opts_t *o, FILE *csv, column_t *col, row_t *rows)
+{
+    ath_err_t err = {{0}};
+    void *lib = NULL;
+    ath_devmem_t *m = NULL;
+    snprintf(col->name, sizeof col->name, "cublas");
+    snprintf(col->version, sizeof col->version, "cuBLAS SGEMM + custom kernels, CUDA graph (%s)",
+             o->fast ? "TF32" : "FP32");
+    col->space = "cuda";
+    cublas_run_fn run = cublas_load(&lib, &err);
+    if (!run || ath_devmem_open(ATH_SPACE_CUDA, o->device, &m, &err) != 0) {
+        fprintf(stderr, "auxtrunk-host bench: cublas: %s\n", err.msg);
+        if (lib)
+            dlclose(lib);
+        return ATH_EXIT_FAILURE;
+    }
+    if (!o->quiet)
+        printf("# cublas: %s, timed by graph replay with CUDA events (no input rotation)\n",
+               col->version);
+    int code = ATH_EXIT_OK;
+    for (int bi = 0; bi < o->n_batches; bi++) {
+        int32_t B = o->batches[bi];
+        bench_cublas_result_t res;
+        char why[512] = "";
+        if (run(o->enc, o->h1, o->h2, o->aux, B, o->warmup, o->iters, o->fast, &res, why,
+                (int)sizeof why) != 0) {
+            printf("%-10s %8d  failed: %s\n", col->name, B, why);
+            code = ATH_EXIT_FAILURE;
+            continue;
+        }
+        row_t *r = &rows[bi];
+        memset(r, 0, sizeof *r);
+        r->ok = 1;
+        r->iters = o->iters;
+        r->sets = 1;
+        r->fwd_us = res.fwd_us;
+        r->bwd_us = res.bwd_us;
+        r->step_us = res.step_us;
+        print_row(csv, o, col, B, r);
+    }
+    ath_devmem_close(m);
+    /* The module's CUDA runtime keeps its own state: leave it loaded until exit. */
+    return code;
+}
+
+static int write_chart(const ath_bench_opts_t *o, const column_t *cols, row_t (*rows)[ATH_BENCH_MAX_BATCHES],
+                       int n_cols, ath_err_t *err)
+{
+    double x[ATH_BENCH_MAX_COLUMNS][ATH_BENCH_MAX_BATCHES];
+    double y[ATH_BENCH_MAX_COLUMNS][ATH_BENCH_MAX_BATCHES];
+    ath_series_t series[ATH_BENCH_MAX_COLUMNS];
+    int n = 0;
+    for (int c = 0; c < n_cols; c++) {
+        int k = 0;
+        for (int bi = 0; bi < o->n_batches; bi++)
+            if (rows[c][bi].ok) {
+                x[n][k] = o->batches[bi];
+                y[n][k] = rows[c][bi].step_us;
+                k++;
+            }
+        if (k == 0)
+            continue;
+        series[n].name = cols[c].name;
+        series[n].n = k;
+        series[n].x = x[n];
+        series[n].y = y[n];
+        n++;
+    }
+    char title[256];
+    snprintf(title, sizeof title, "step time (forward + backward), ENC=%d H1=%d H2=%d AUX=%d%s",
+             o->enc, o->h1, o->h2, o->aux, o->fast ? ", fast mode" : "");
+    return ath_svg_loglog(o->svg, title, "batch size B", "microseconds per step (median)",
+                          series, n, err);
+}
+
+int ath_bench_run(const ath_bench_opts_t *o)
+{
+    const int n_cols = o->n_plugins + (o->cublas ? 1 : 0);
+    auxtrunk_config_t shape = {sizeof shape, 0, o->enc, o->h1, o->h2, o->aux, 1, -1};
     const size_t P = ath_layout_of(&shape).count;
     int code = ATH_EXIT_OK;
-    row_t rows[ATH_BENCH_MAX_PLUGINS][ATH_BENCH_MAX_BATCHES];
+    static row_t rows[ATH_BENCH_MAX_COLUMNS][ATH_BENCH_MAX_BATCHES];
+    static column_t cols[ATH_BENCH_MAX_COLUMNS];
     memset(rows, 0, sizeof rows);
-    char names[ATH_BENCH_MAX_PLUGINS][64];
-    memset(names, 0, sizeof names);
+    memset(cols, 0, sizeof cols);
 
     FILE *csv = NULL;
     if (o->csv) {
@@ -233,8 +465,8 @@ int ath_bench_run(const ath_bench_opts_t *o)
                      "device_bytes\n");
     }
 
-    printf("auxtrunk-host bench: ENC=%d H1=%d H2=%d AUX=%d, %zu parameters%s\n", E, H1, H2, A, P,
-           o->fast ? ", fast mode" : "");
+    printf("auxtrunk-host bench: ENC=%d H1=%d H2=%d AUX=%d, %zu parameters%s\n", o->enc, o->h1,
+           o->h2, o->aux, P, o->fast ? ", fast mode" : "");
     printf("  FLOP per call (multiply-add = 2; bias/ELU work not counted):\n"
            "    forward  = 2*B*(ENC*H1 + H1*H2 + H2*AUX)\n"
            "    backward = 2*B*(ENC*H1 + 2*H1*H2 + 2*H2*AUX)   (no input gradient for "
@@ -249,100 +481,41 @@ int ath_bench_run(const ath_bench_opts_t *o)
     fflush(stdout);
 
     for (int pi = 0; pi < o->n_plugins; pi++) {
-        ath_err_t err = {{0}};
-        ath_plugin_t pl;
-        ath_devmem_t *m = NULL;
-        float *d_params = NULL, *d_grads = NULL, *h_params = NULL;
-        ath_load_status_t ls = ath_plugin_load(o->plugins[pi], &pl, &err);
-        if (ls != ATH_LOAD_OK) {
-            fprintf(stderr, "auxtrunk-host bench: plugin refused (%s): %s\n",
-                    ath_load_status_name(ls), err.msg);
-            snprintf(names[pi], sizeof names[pi], "(refused)");
-            code = ATH_EXIT_PLUGIN;
-            continue;
-        }
-        snprintf(names[pi], sizeof names[pi], "%s", pl.api.impl_name);
-        if (!o->quiet)
-            printf("# %s: %s, %s memory, %s\n", pl.api.impl_name, pl.api.kernel_version,
-                   pl.space == ATH_SPACE_CUDA ? "CUDA device" : "host", pl.path);
-        if (o->fast && !(pl.api.caps & AUXTRUNK_CAP_FAST_MODE)) {
-            printf("# %s: skipped: no fast mode (AUXTRUNK_CAP_FAST_MODE)\n", pl.api.impl_name);
-            ath_plugin_unload(&pl);
-            continue;
-        }
-        if (ath_devmem_open(pl.space, o->device, &m, &err) != 0) {
-            fprintf(stderr, "auxtrunk-host bench: %s: %s\n", pl.path, err.msg);
-            ath_plugin_unload(&pl);
-            code = ATH_EXIT_PLUGIN;
-            continue;
-        }
-        h_params = malloc(P * sizeof(float));
-        if (!h_params || m->ops->alloc(m, P * sizeof(float), (void **)&d_params, &err) != 0 ||
-            m->ops->alloc(m, P * sizeof(float), (void **)&d_grads, &err) != 0) {
-            if (!h_params)
-                ath_errf(&err, "out of host memory");
-            goto plugin_failed;
-        }
-        ath_task_init_params(&shape, o->seed, h_params);
-        if (m->ops->upload(m, d_params, h_params, P * sizeof(float), &err) != 0)
-            goto plugin_failed;
-
-        for (int bi = 0; bi < o->n_batches; bi++) {
-            int32_t B = o->batches[bi];
-            row_t *r = &rows[pi][bi];
-            if (bench_one(o, &pl, m, d_params, d_grads, B, r, &err) != 0) {
-                printf("%-10s %8d  failed: %s\n", pl.api.impl_name, B, err.msg);
-                fflush(stdout);
-                code = ATH_EXIT_FAILURE;
-                continue;
-            }
-            double ff = ath_bench_flop_forward(B, E, H1, H2, A);
-            double fb = ath_bench_flop_backward(B, E, H1, H2, A);
-            printf("%-10s %8d %6d %11.2f %11.2f %11.2f %8.3f %8.3f %8.3f %10.2f %10.2f\n",
-                   pl.api.impl_name, B, r->iters, r->fwd_us, r->bwd_us, r->step_us,
-                   tflops(ff, r->fwd_us), tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us),
-                   (double)r->device_bytes / 1048576.0, (double)r->host_bytes / 1048576.0);
-            fflush(stdout);
-            if (csv)
-                fprintf(csv, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu\n",
-                        pl.api.impl_name, pl.api.kernel_version,
-                        pl.space == ATH_SPACE_CUDA ? "cuda" : "host", E, H1, H2, A, B, r->iters,
-                        r->sets, r->fwd_us, r->bwd_us, r->step_us, tflops(ff, r->fwd_us),
-                        tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us),
-                        (unsigned long long)r->host_bytes, (unsigned long long)r->device_bytes);
-        }
-        goto plugin_done;
-    plugin_failed:
-        fprintf(stderr, "auxtrunk-host bench: %s: %s\n", pl.path, err.msg);
-        code = ATH_EXIT_FAILURE;
-    plugin_done:
-        if (d_params)
-            m->ops->release(m, d_params);
-        if (d_grads)
-            m->ops->release(m, d_grads);
-        free(h_params);
-        ath_plugin_unload(&pl);
-        ath_devmem_close(m);
+        int c = bench_plugin(o, o->plugins[pi], csv, &cols[pi], rows[pi]);
+        if (c != ATH_EXIT_OK && code == ATH_EXIT_OK)
+            code = c;
+    }
+    if (o->cublas) {
+        int c = bench_cublas(o, csv, &cols[o->n_plugins], rows[o->n_plugins]);
+        if (c != ATH_EXIT_OK && code == ATH_EXIT_OK)
+            code = c;
     }
 
-    /* Side-by-side step times when several plugins ran. */
-    if (o->n_plugins > 1) {
-        printf("\nstep time (us) and speedup over %s:\n%8s", names[0], "B");
-        for (int pi = 0; pi < o->n_plugins; pi++)
-            printf(" %16s", names[pi]);
+    /* Side-by-side step times when several ran. */
+    if (n_cols > 1) {
+        printf("\nstep time (us) and speedup over %s:\n%8s", cols[0].name, "B");
+        for (int c = 0; c < n_cols; c++)
+            printf(" %16s", cols[c].name);
         printf("\n");
         for (int bi = 0; bi < o->n_batches; bi++) {
             printf("%8d", o->batches[bi]);
-            for (int pi = 0; pi < o->n_plugins; pi++) {
-                const row_t *r = &rows[pi][bi];
+            for (int c = 0; c < n_cols; c++) {
+                const row_t *r = &rows[c][bi];
                 if (!r->ok)
                     printf(" %16s", "-");
-                else if (pi == 0 || !rows[0][bi].ok)
+                else if (c == 0 || !rows[0][bi].ok)
                     printf(" %16.2f", r->step_us);
                 else
                     printf(" %9.2f %5.2fx", r->step_us, rows[0][bi].step_us / r->step_us);
             }
             printf("\n");
+        }
+    }
+    if (o->svg) {
+        ath_err_t err = {{0}};
+        if (write_chart(o, cols, rows, n_cols, &err) != 0) {
+            fprintf(stderr, "auxtrunk-host bench: %s\n", err.msg);
+            code = ATH_EXIT_FAILURE;
         }
     }
     if (csv && csv != stdout && fclose(csv) != 0) {

@@ -11,6 +11,10 @@
  *   step     = forward + backward
  * At the production topology 256/256/256/128 and B = 65536 a step is
  * 55.8 GFLOP.
+ *
+ * With --cublas the same trunk written with cuBLAS (bench_cublas.cu: SGEMM
+ * plus small bias/ELU kernels, one CUDA graph per pass) is timed alongside,
+ * as what a user would write instead.
  */
 #ifndef ATH_BENCH_H
 #define ATH_BENCH_H
@@ -20,6 +24,8 @@
 
 #define ATH_BENCH_MAX_PLUGINS 16
 #define ATH_BENCH_MAX_BATCHES 32
+/* Plugins plus the optional cuBLAS comparison. */
+#define ATH_BENCH_MAX_COLUMNS (ATH_BENCH_MAX_PLUGINS + 1)
 
 typedef struct ath_bench_opts {
     const char *plugins[ATH_BENCH_MAX_PLUGINS]; /* directories or files */
@@ -35,6 +41,8 @@ typedef struct ath_bench_opts {
     size_t rotate_mib; /* input sets rotated through this much memory (0 = one set) */
     uint64_t seed;
     const char *csv;
+    const char *svg; /* chart of step time against batch size */
+    int cublas;      /* also time the cuBLAS equivalent (CUDA builds with cuBLAS) */
     int fast;  /* ask for AUXTRUNK_CONFIG_FAST (plugins without it are skipped) */
     int quiet; /* only the table */
 } ath_bench_opts_t;

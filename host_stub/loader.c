@@ -342,25 +342,10 @@ int ath_plugin_failf(const ath_plugin_t *pl, int32_t status, ath_err_t *err, con
 /* ------------------------------------------------------------------------- */
 /* Where plugins live                                                        */
 
-static int exe_dir(char *dir, size_t n)
-{
-    char buf[ATH_PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (len <= 0)
-        return -1;
-    buf[len] = '\0';
-    char *slash = strrchr(buf, '/');
-    if (!slash)
-        return -1;
-    *slash = '\0';
-    snprintf(dir, n, "%s", buf);
-    return 0;
-}
-
 int ath_plugins_root(char *root, size_t n, ath_err_t *err)
 {
     char dir[ATH_PATH_MAX];
-    if (exe_dir(dir, sizeof dir) != 0)
+    if (ath_exe_dir(dir, sizeof dir) != 0)
         return ath_errf(err, "cannot locate the running executable (/proc/self/exe)");
     const char *rel[] = {AUXTRUNK_HOST_BUILD_PLUGINS_REL, AUXTRUNK_HOST_INSTALL_PLUGINS_REL};
     char tried[2][ATH_PATH_MAX];

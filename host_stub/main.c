@@ -355,8 +355,10 @@ static int cmd_bench(int argc, char **argv, int first)
         {"aux", "N", K_INT, &o.aux, "AUX (default 128)"},
         {"seed", "S", K_U64, &o.seed, "seed of the random parameters and inputs (default 1)"},
         {"csv", "FILE", K_STR, &o.csv, "also write the results as CSV ('-' = stdout)"},
+        {"svg", "FILE", K_STR, &o.svg, "chart of step time against batch size (log-log SVG)"},
+        {"cublas", NULL, K_FLAG, &o.cublas, "also time the same trunk written with cuBLAS (CUDA graph)"},
         {"device", "N", K_INT, &o.device, "CUDA device for CUDA plugins (default: the current one)"},
-        {"fast", NULL, K_FLAG, &o.fast, "request AUXTRUNK_CONFIG_FAST (plugins without it are skipped)"},
+        {"fast", NULL, K_FLAG, &o.fast, "request AUXTRUNK_CONFIG_FAST (plugins without it are skipped; TF32 for --cublas)"},
         {"quiet", NULL, K_FLAG, &o.quiet, "print only the table"},
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];

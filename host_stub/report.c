@@ -208,3 +208,109 @@ int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath
         return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
     return 0;
 }
+
+/* ------------------------------------------------------------------------- */
+/* Log-log chart of several series                                           */
+
+static const char *const palette[8] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                       "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+
+static int usable(double x, double y)
+{
+    return x > 0 && y > 0 && isfinite(x) && isfinite(y);
+}
+
+int ath_svg_loglog(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                   const ath_series_t *series, int n_series, ath_err_t *err)
+{
+    if (n_series > 8)
+        n_series = 8;
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int k = 0; k < n_series; k++)
+        for (int i = 0; i < series[k].n; i++)
+            if (usable(series[k].x[i], series[k].y[i])) {
+                xlo = fmin(xlo, series[k].x[i]);
+                xhi = fmax(xhi, series[k].x[i]);
+                ylo = fmin(ylo, series[k].y[i]);
+                yhi = fmax(yhi, series[k].y[i]);
+            }
+    if (!(xlo <= xhi)) {
+        xlo = 1;
+        xhi = 10;
+        ylo = 1;
+        yhi = 10;
+    }
+    const int legend_w = 150;
+    const double x0 = floor(log10(xlo)), x1 = fmax(ceil(log10(xhi)), x0 + 1);
+    const double y0 = floor(log10(ylo)), y1 = fmax(ceil(log10(yhi)), y0 + 1);
+    const double pw = W - ML - MR - legend_w, ph = H - MT - MB;
+#define LX(v) (ML + (log10(v) - x0) / (x1 - x0) * pw)
+#define LY(v) (MT + (y1 - log10(v)) / (y1 - y0) * ph)
+
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", W / 2);
+    put_escaped(f, title);
+    fputs("</text>\n<g stroke=\"#dddddd\" stroke-width=\"1\">\n", f);
+    for (double d = x0; d <= x1; d++)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.0f\"/>\n",
+                LX(pow(10, d)), MT, LX(pow(10, d)), MT + ph);
+    for (double d = y0; d <= y1; d++)
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\"/>\n", ML,
+                LY(pow(10, d)), ML + pw, LY(pow(10, d)));
+    fputs("</g>\n<g text-anchor=\"middle\">\n", f);
+    for (double d = x0; d <= x1; d++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\">1e%.0f</text>\n", LX(pow(10, d)), H - MB + 18, d);
+    fputs("</g>\n<g text-anchor=\"end\">\n", f);
+    for (double d = y0; d <= y1; d++)
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\">1e%.0f</text>\n", ML - 6, LY(pow(10, d)) + 4, d);
+    fputs("</g>\n", f);
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+            "stroke=\"black\"/>\n",
+            ML, MT, pw, ph);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", ML + pw / 2, H - 12);
+    put_escaped(f, xlabel);
+    fprintf(f,
+            "</text>\n<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" "
+            "transform=\"rotate(-90 18 %.1f)\">",
+            MT + ph / 2, MT + ph / 2);
+    put_escaped(f, ylabel);
+    fputs("</text>\n", f);
+
+    for (int k = 0; k < n_series; k++) {
+        const ath_series_t *s = &series[k];
+        fprintf(f, "<g stroke=\"%s\" fill=\"%s\">\n", palette[k], palette[k]);
+        fputs("<polyline fill=\"none\" stroke-width=\"1.5\" points=\"", f);
+        for (int i = 0; i < s->n; i++)
+            if (usable(s->x[i], s->y[i]))
+                fprintf(f, "%.1f,%.1f ", LX(s->x[i]), LY(s->y[i]));
+        fputs("\"/>\n", f);
+        for (int i = 0; i < s->n; i++)
+            if (usable(s->x[i], s->y[i]))
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>\n", LX(s->x[i]),
+                        LY(s->y[i]));
+        double ly = MT + 14 + 18 * k;
+        fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke-width=\"2\"/>\n",
+                ML + pw + 12, ly - 4, ML + pw + 32, ly - 4);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" stroke=\"none\" fill=\"black\">", ML + pw + 38,
+                ly);
+        put_escaped(f, s->name);
+        fputs("</text>\n</g>\n", f);
+    }
+    fputs("</svg>\n", f);
+#undef LX
+#undef LY
+    int bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad)
+        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
+    return 0;
+}

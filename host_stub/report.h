@@ -38,4 +38,17 @@ int ath_csv_close(ath_csv_t *csv, ath_err_t *err);
 /* Writes the chart of c to path. title is plain text (escaped here). */
 int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath_err_t *err);
 
+/* One named line of a log-log chart: n points (x[i], y[i]), x ascending.
+ * Points with a non-positive or non-finite coordinate are left out. */
+typedef struct ath_series {
+    const char *name;
+    int n;
+    const double *x, *y;
+} ath_series_t;
+
+/* Writes a log-log chart of up to 8 series with a legend (the benchmark's
+ * time against batch size). Texts are plain (escaped here). */
+int ath_svg_loglog(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                   const ath_series_t *series, int n_series, ath_err_t *err);
+
 #endif

@@ -6,7 +6,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int ath_errf(ath_err_t *err, const char *fmt, ...)
 {
@@ -24,4 +26,19 @@ double ath_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int ath_exe_dir(char *dir, size_t n)
+{
+    char buf[4096];
+    ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (len <= 0)
+        return -1;
+    buf[len] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    int w = snprintf(dir, n, "%s", buf);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
 }

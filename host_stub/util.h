@@ -34,6 +34,10 @@ int ath_errf(ath_err_t *err, const char *fmt, ...)
 #endif
     ;
 
+/* The directory of the running executable (from /proc/self/exe). Returns 0,
+ * or -1 if it cannot be found or does not fit in n bytes. */
+int ath_exe_dir(char *dir, size_t n);
+
 /* Seconds on CLOCK_MONOTONIC. */
 double ath_now_s(void);
 

@@ -744,6 +744,20 @@ START_TEST(test_svg_edge_cases)
         free(doc);
     }
     ath_curve_free(&c);
+
+    /* The benchmark's log-log chart: empty, degenerate and more series than
+     * colours. */
+    const double bx[] = {32, 256, 0, 65536}, by[] = {10, NAN, 5, 1e4};
+    ath_series_t ser[10];
+    for (int k = 0; k < 10; k++)
+        ser[k] = (ath_series_t){k % 2 ? "a<b" : "c&d", k % 3 ? 4 : 1, bx, by};
+    for (int n = 0; n <= 10; n += 5) {
+        ck_assert_int_eq(ath_svg_loglog(svg, "t&t", "x", "y", ser, n, &err), 0);
+        char *doc = slurp(svg, NULL);
+        const char *why = xml_check(doc, "svg");
+        ck_assert_msg(why == NULL, "%d series: %s", n, why ? why : "");
+        free(doc);
+    }
     scratch_done();
 }
 END_TEST
@@ -776,12 +790,18 @@ static double field(char *line, int k)
 START_TEST(test_bench_cpu)
 {
     scratch();
-    const char *csv = path_in("bench.csv");
+    const char *csv = path_in("bench.csv"), *svg = path_in("bench.svg");
     int rc = run_host("bench", "bench", "--plugin-dir", CPU_PLUGIN_DIR, "--plugin", "cpu",
                       "--batches", "8,33", "--enc", "64", "--h1", "48", "--h2", "32", "--aux",
                       "16", "--iters", "5", "--warmup", "1", "--min-iters", "2", "--rotate-mib",
-                      "1", "--csv", csv, NULL);
+                      "1", "--csv", csv, "--svg", svg, NULL);
     ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
+    char *doc = slurp(svg, NULL);
+    const char *why = xml_check(doc, "svg");
+    ck_assert_msg(why == NULL, "bench SVG not well-formed: %s", why ? why : "");
+    ck_assert_contains(doc, "<polyline");
+    ck_assert_contains(doc, "batch size");
+    free(doc);
     ck_assert_contains(g_out, "fwd_us");
     ck_assert_contains(g_out, "step_TF/s");
     ck_assert_contains(g_out, "speedup");
