@@ -307,10 +307,13 @@ ath_load_status_t ath_plugin_init(ath_plugin_t *pl, const auxtrunk_config_t *con
     auxtrunk_handle_t *h = NULL;
     int32_t s = pl->api.init(config, &h);
     if (s != AUXTRUNK_OK || h == NULL) {
-        ath_errf(err, "%s: init(ENC=%d H1=%d H2=%d AUX=%d max_batch=%d device=%d) failed: %s (%s)",
+        ath_errf(err,
+                 "%s: init(ENC=%d H1=%d H2=%d AUX=%d max_batch=%d device=%d) failed: %s "
+                 "(status %d)",
                  pl->path, config->enc, config->h1, config->h2, config->aux, config->max_batch,
-                 config->device, plugin_status_text(&pl->api, s),
-                 s == AUXTRUNK_OK ? "OK but no handle" : "status");
+                 config->device,
+                 s == AUXTRUNK_OK ? "it returned OK but no handle" : plugin_status_text(&pl->api, s),
+                 (int)s);
         return ATH_LOAD_INIT;
     }
     pl->handle = h;

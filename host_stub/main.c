@@ -310,6 +310,10 @@ static int cmd_train(int argc, char **argv, int first)
         return ATH_EXIT_USAGE;
     }
     o.batch = batch;
+    if (o.checkpoint_every && !o.checkpoint) {
+        fprintf(stderr, "auxtrunk-host train: --checkpoint-every needs --checkpoint FILE\n");
+        return ATH_EXIT_USAGE;
+    }
     if (plugins.n > 1) {
         fprintf(stderr, "auxtrunk-host train: give one plugin (--plugin-dir or --plugin)\n");
         return ATH_EXIT_USAGE;

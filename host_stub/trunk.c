@@ -33,8 +33,10 @@ ath_load_status_t ath_trunk_open(ath_trunk_t *t, const char *dir_or_file,
         return ls;
 
     if (ath_devmem_open(t->plugin.space, device, &t->mem, err) != 0) {
-        ath_err_t inner = *err;
-        ath_errf(err, "%s (%s): %s", t->plugin.path, ath_plugin_name(&t->plugin), inner.msg);
+        if (err) {
+            ath_err_t inner = *err;
+            ath_errf(err, "%s (%s): %s", t->plugin.path, ath_plugin_name(&t->plugin), inner.msg);
+        }
         ath_trunk_close(t);
         return ATH_LOAD_INIT;
     }
