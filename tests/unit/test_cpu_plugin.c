@@ -159,9 +159,10 @@ typedef struct topo {
     int32_t enc, h1, h2, aux, max_batch;
 } topo_t;
 
-static const topo_t T_TINY = {3, 5, 7, 2, 2048};
-static const topo_t T_ODD = {13, 29, 31, 9, 700};   /* no width a multiple of 8 */
-static const topo_t T_PROD = {256, 256, 256, 128, 600}; /* the production topology */
+#define TINY {3, 5, 7, 2, 2048}
+#define ODD {13, 29, 31, 9, 700}        /* no width a multiple of 8 */
+#define PROD {256, 256, 256, 128, 600} /* the production topology */
+static const topo_t T_TINY = TINY, T_ODD = ODD, T_PROD = PROD;
 
 static ref64_dims_t dims_of(topo_t t) { return (ref64_dims_t){t.enc, t.h1, t.h2, t.aux}; }
 
@@ -638,17 +639,11 @@ typedef struct fcase {
 #define BWD_TOL 2e-5
 
 static const fcase_t FWD_CASES[] = {
-    {{3, 5, 7, 2, 2048}, 1},          {{3, 5, 7, 2, 2048}, 2},
-    {{3, 5, 7, 2, 2048}, 3},          {{3, 5, 7, 2, 2048}, 97},
-    {{3, 5, 7, 2, 2048}, 256},        {{3, 5, 7, 2, 2048}, 257},
-    {{3, 5, 7, 2, 2048}, 509},        {{3, 5, 7, 2, 2048}, 513},
-    {{3, 5, 7, 2, 2048}, 1537},       {{3, 5, 7, 2, 2048}, 2048},
-    {{13, 29, 31, 9, 700}, 1},        {{13, 29, 31, 9, 700}, 63},
-    {{13, 29, 31, 9, 700}, 257},      {{13, 29, 31, 9, 700}, 700},
-    {{256, 256, 256, 128, 600}, 1},   {{256, 256, 256, 128, 600}, 2},
-    {{256, 256, 256, 128, 600}, 97},  {{256, 256, 256, 128, 600}, 256},
-    {{256, 256, 256, 128, 600}, 257}, {{256, 256, 256, 128, 600}, 509},
-    {{256, 256, 256, 128, 600}, 513}, {{256, 256, 256, 128, 600}, 600},
+    {TINY, 1},   {TINY, 2},   {TINY, 3},   {TINY, 97},  {TINY, 256}, {TINY, 257},
+    {TINY, 509}, {TINY, 513}, {TINY, 1537}, {TINY, 2048}, /* 2048: the configured max */
+    {ODD, 1},    {ODD, 63},   {ODD, 257},  {ODD, 700},
+    {PROD, 1},   {PROD, 2},   {PROD, 97},  {PROD, 256}, {PROD, 257}, {PROD, 509},
+    {PROD, 513}, {PROD, 600},
 };
 #define N_FWD_CASES ((int)(sizeof FWD_CASES / sizeof *FWD_CASES))
 
@@ -700,15 +695,10 @@ END_TEST
 /* Backward                                                                  */
 
 static const fcase_t BWD_CASES[] = {
-    {{3, 5, 7, 2, 2048}, 1},          {{3, 5, 7, 2, 2048}, 2},
-    {{3, 5, 7, 2, 2048}, 3},          {{3, 5, 7, 2, 2048}, 97},
-    {{3, 5, 7, 2, 2048}, 256},        {{3, 5, 7, 2, 2048}, 257},
-    {{3, 5, 7, 2, 2048}, 513},        {{3, 5, 7, 2, 2048}, 1000},
-    {{3, 5, 7, 2, 2048}, 1537},       {{3, 5, 7, 2, 2048}, 2048},
-    {{13, 29, 31, 9, 700}, 1},        {{13, 29, 31, 9, 700}, 257},
-    {{13, 29, 31, 9, 700}, 700},      {{256, 256, 256, 128, 600}, 1},
-    {{256, 256, 256, 128, 600}, 64},  {{256, 256, 256, 128, 600}, 257},
-    {{256, 256, 256, 128, 600}, 600},
+    {TINY, 1},    {TINY, 2},    {TINY, 3},   {TINY, 97},  {TINY, 256},
+    {TINY, 257},  {TINY, 513},  {TINY, 1000}, {TINY, 1537}, {TINY, 2048},
+    {ODD, 1},     {ODD, 257},   {ODD, 700},
+    {PROD, 1},    {PROD, 64},   {PROD, 257}, {PROD, 600},
 };
 #define N_BWD_CASES ((int)(sizeof BWD_CASES / sizeof *BWD_CASES))
 
@@ -829,9 +819,9 @@ END_TEST
  * against the plugin's gradient. The perturbed parameter is a float, so the
  * step actually taken is measured and used. */
 static const fcase_t FD_CASES[] = {
-    {{3, 5, 7, 2, 2048}, 300},
-    {{13, 29, 31, 9, 700}, 5},
-    {{256, 256, 256, 128, 600}, 3},
+    {TINY, 300},
+    {ODD, 5},
+    {PROD, 3},
 };
 
 START_TEST(test_backward_finite_differences)
@@ -881,7 +871,7 @@ END_TEST
  * and twice = (g_old + r) + r. */
 START_TEST(test_backward_accumulate)
 {
-    const fcase_t cases[2] = {{{3, 5, 7, 2, 2048}, 1537}, {{256, 256, 256, 128, 600}, 64}};
+    const fcase_t cases[2] = {{TINY, 1537}, {PROD, 64}};
     bcase_t c;
     bcase_init(&c, cases[_i].t, cases[_i].batch, 500 + (uint64_t)_i);
     auxtrunk_handle_t *h = make_handle(c.t);
@@ -925,7 +915,7 @@ END_TEST
 
 START_TEST(test_determinism)
 {
-    const fcase_t cases[2] = {{{3, 5, 7, 2, 2048}, 1537}, {{256, 256, 256, 128, 600}, 257}};
+    const fcase_t cases[2] = {{TINY, 1537}, {PROD, 257}};
     bcase_t c;
     bcase_init(&c, cases[_i].t, cases[_i].batch, 600 + (uint64_t)_i);
     const auxtrunk_api_t *a = api();
