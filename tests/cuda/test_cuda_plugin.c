@@ -1,6 +1,7 @@
 /*
- * test_cuda_v1.c — the cuda-v1 plugin (build/plugins/cuda-v1) against the
- * canonical order: forward, infer and all six gradients bit-identical to the
+ * test_cuda_plugin.c — an exact CUDA plugin (built once per plugin: CUDA_PLUGIN
+ * names its libauxtrunk.so, CUDA_IMPL and CUDA_KERNEL_VERSION what it must
+ * report; test_cuda_v1 and test_cuda_v2) against the canonical order: forward, infer and all six gradients bit-identical to the
  * literal canonical reference (tests/support canon32) and to the CPU plugin,
  * close to the double reference (ref64); accumulate mode; outputs poisoned
  * before every call, fully written after, nothing written outside them (guard
@@ -8,7 +9,7 @@
  * eager execution; bad input answered with a clear status, nothing written and
  * no CUDA error left behind.
  *
- * Usage: test_cuda_v1 api | gpu
+ * Usage: test_cuda_v1 | test_cuda_v2  api | gpu
  *   api  needs no GPU: entry, names, caps, init refusals (CI runs it);
  *   gpu  needs a CUDA device; without one every case prints
  *        "no CUDA device" and passes, and the program exits 77 (ctest: skipped).
@@ -34,8 +35,8 @@
 #include "ref64.h"
 #include "rng.h"
 
-#ifndef CUDA_V1_PLUGIN
-#error "CUDA_V1_PLUGIN must name build/plugins/cuda-v1/libauxtrunk.so"
+#ifndef CUDA_PLUGIN
+#error "CUDA_PLUGIN must name a CUDA plugin's libauxtrunk.so"
 #endif
 #ifndef CPU_PLUGIN
 #define CPU_PLUGIN ""
@@ -62,7 +63,7 @@ typedef struct plugin {
     auxtrunk_api_t api;
 } plugin_t;
 
-static plugin_t g_v1 = {CUDA_V1_PLUGIN, NULL, {0}};
+static plugin_t g_cuda = {CUDA_PLUGIN, NULL, {0}};
 static plugin_t g_cpu = {CPU_PLUGIN, NULL, {0}};
 
 /* The negotiated table, loading the library on first use (and keeping it:
@@ -539,7 +540,7 @@ typedef struct sweep {
  * close to ref64. */
 static void run_sweep(const sweep_t *sw, tst_rng_t *r)
 {
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     auxtrunk_handle_t *h = open_handle(api, sw->d, sw->max_batch, -1);
     for (const int *b = sw->batches; *b; b++) {
         problem_t pb = problem_new(sw->d, *b, r);
@@ -629,7 +630,7 @@ START_TEST(accumulate_adds_once)
     tst_rng_seed(&r, g_seed ^ 0x53);
     const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION};
     const int batches[] = {513, 257};
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     for (int t = 0; t < 2; t++) {
         auxtrunk_handle_t *h = open_handle(api, dims[t], batches[t], -1);
         problem_t pb = problem_new(dims[t], batches[t], &r);
@@ -684,7 +685,7 @@ START_TEST(infer_keeps_the_record)
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x54);
     const ref64_dims_t d = {40, 24, 31, 16};
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     auxtrunk_handle_t *h = open_handle(api, d, 600, -1);
     problem_t train = problem_new(d, 300, &r);
     problem_t target = problem_new(d, 600, &r); /* other parameters, other batch */
@@ -731,7 +732,7 @@ START_TEST(graph_replay_equals_eager)
     tst_rng_seed(&r, g_seed ^ 0x55);
     const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION};
     const int batches[] = {513, 257};
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (int t = 0; t < 2; t++) {
@@ -813,7 +814,7 @@ START_TEST(bad_input_writes_nothing)
     tst_rng_seed(&r, g_seed ^ 0x56);
     const ref64_dims_t d = {17, 33, 9, 5};
     const int max = 300;
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     auxtrunk_handle_t *h = open_handle(api, d, max, -1);
     problem_t pb = problem_new(d, max + 1, &r); /* room for one batch too many */
     outputs_t o = outputs_new(&pb);
@@ -900,7 +901,7 @@ START_TEST(other_device_pointer_refused)
         return;
     }
     const ref64_dims_t d = {3, 5, 7, 2};
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x57);
     CUDA_OK(cudaSetDevice(0));
@@ -940,7 +941,7 @@ START_TEST(memory_usage_reports_the_block)
 {
     REQUIRE_GPU();
     const ref64_dims_t d = PRODUCTION;
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     auxtrunk_handle_t *h = open_handle(api, d, 4096, -1);
     auxtrunk_memory_t m;
     memset(&m, 0xff, sizeof m);
@@ -965,9 +966,9 @@ END_TEST
 
 START_TEST(entry_names_and_caps)
 {
-    const auxtrunk_api_t *api = plugin(&g_v1);
-    ck_assert_str_eq(api->impl_name, "cuda-v1");
-    ck_assert_str_eq(api->kernel_version, "cuda-v1 1.0.0 (canon 1)");
+    const auxtrunk_api_t *api = plugin(&g_cuda);
+    ck_assert_str_eq(api->impl_name, CUDA_IMPL);
+    ck_assert_str_eq(api->kernel_version, CUDA_KERNEL_VERSION);
     ck_assert_uint_eq(api->caps, AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC |
                                      AUXTRUNK_CAP_EXACT | AUXTRUNK_CAP_GRAPH_CAPTURE);
     ck_assert_uint_eq(api->abi_version, AUXTRUNK_ABI_VERSION);
@@ -981,9 +982,9 @@ END_TEST
 
 START_TEST(init_refusals)
 {
-    const auxtrunk_api_t *api = plugin(&g_v1);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
     const ref64_dims_t d = {3, 5, 7, 2};
-    auxtrunk_handle_t *const sentinel = (auxtrunk_handle_t *)&g_v1;
+    auxtrunk_handle_t *const sentinel = (auxtrunk_handle_t *)&g_cuda;
     auxtrunk_handle_t *h = sentinel;
 
     /* The config is read before any device is touched. */
@@ -1022,7 +1023,7 @@ END_TEST
 
 static Suite *make_suite(const char *mode)
 {
-    Suite *s = suite_create("cuda-v1");
+    Suite *s = suite_create(CUDA_IMPL);
     TCase *tc = tcase_create(mode);
     if (strcmp(mode, "api") == 0) {
         tcase_set_timeout(tc, 60);
