@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# run_on_gpu.sh — build the CUDA v1 plugin and its tests on a machine with a
-# CUDA GPU, run them with ctest, then run the GPU test binary under
-# compute-sanitizer memcheck and racecheck (quick mode). Logs go to $OUT (or
+# run_on_gpu.sh — on a machine with a CUDA GPU: build everything, run the
+# whole ctest suite (GPU cases of cuda-v1 and cuda-v2 included, and the
+# conformance runner against every plugin), run each CUDA plugin's GPU test
+# binary under compute-sanitizer memcheck and racecheck (quick mode), then
+# the benchmark (cuda-v1, cuda-v2, cuBLAS; AUXTRUNK_GPU_BENCH=0 skips it). Logs go to $OUT (or
 # build-gpu/logs); the last lines printed are a summary. Exit status 0 only if
 # every step passed.
 #
@@ -79,39 +81,50 @@ prefix=()
 [ -d "$root/.carry/check/include" ] && prefix=(-DCMAKE_PREFIX_PATH="$root/.carry/check")
 step configure "$out/configure.log" 120 \
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" || finish
-targets=(auxtrunk_plugin_cuda-v1 test_cuda_scan test_cuda_v1 auxtrunk_cuda_v1_ptx
-         auxtrunk_cuda_atomic_fixture_ptx)
-cmake --build "$build" --target help 2>/dev/null | grep -q 'auxtrunk_plugin_cpu' &&
-    targets+=(auxtrunk_plugin_cpu) # the CPU plugin the GPU tests compare with
-step build "$out/build.log" 240 \
-    cmake --build "$build" -j "$jobs" --target "${targets[@]}" || finish
-[ -x "$cuobjdump" ] &&
-    "$cuobjdump" --dump-resource-usage "$build/plugins/cuda-v1/libauxtrunk.so" \
-        > "$out/resource-usage.txt" 2>&1
+step build "$out/build.log" 300 cmake --build "$build" -j "$jobs" || finish
+for v in cuda-v1 cuda-v2; do
+    [ -x "$cuobjdump" ] &&
+        "$cuobjdump" --dump-resource-usage "$build/plugins/$v/libauxtrunk.so" \
+            > "$out/resource-usage-$v.txt" 2>&1
+done
 
-# --- Tests ----------------------------------------------------------------------
-step ctest "$out/ctest.log" 300 \
-    ctest --test-dir "$build" -R '^(cuda_(v1|scan)_|symbols_cuda-v1$)' --output-on-failure -V \
-        --timeout 280
+# --- Tests: the whole suite, GPU cases included ------------------------------------
+step ctest "$out/ctest.log" 420 \
+    ctest --test-dir "$build" -j 4 --output-on-failure --timeout 400
 # ctest counts a skip as a pass; here the GPU cases must really have run.
-if ! grep -qE 'cuda_v1_gpu \.+ +Passed' "$out/ctest.log"; then
-    summary+=("$(printf '%-16s %-22s' gpu-cases "DID NOT RUN OR FAILED")")
-    failed=1
-fi
+for v in v1 v2; do
+    if ! grep -qE "cuda_${v}_gpu \.+ +Passed" "$out/ctest.log"; then
+        summary+=("$(printf '%-16s %-22s' "gpu-cases-$v" "DID NOT RUN OR FAILED")")
+        failed=1
+    fi
+done
+# The GPU cases' own output (sizes, seeds), for the record.
+for v in v1 v2; do
+    "$build/tests/cuda/test_cuda_$v" gpu > "$out/gpu-$v.log" 2>&1 || true
+done
 
 # --- Sanitizers (quick mode, one process: CK_FORK=no) -----------------------------
-bin=$build/tests/cuda/test_cuda_v1
 san=(env CK_FORK=no AUXTRUNK_CUDA_TEST_QUICK=1 "$sanitizer" --error-exitcode 86 --print-limit 100)
 if [ -x "$sanitizer" ]; then
-    step memcheck "$out/memcheck.log" 150 "${san[@]}" --tool memcheck --leak-check full "$bin" gpu
-    step racecheck "$out/racecheck.log" 150 "${san[@]}" --tool racecheck --racecheck-report all "$bin" gpu
-    if [ "${AUXTRUNK_GPU_EXTRA:-0}" = 1 ]; then
-        step synccheck "$out/synccheck.log" 120 "${san[@]}" --tool synccheck "$bin" gpu
-        step initcheck "$out/initcheck.log" 120 "${san[@]}" --tool initcheck "$bin" gpu
-    fi
+    for v in v1 v2; do
+        bin=$build/tests/cuda/test_cuda_$v
+        step "memcheck-$v" "$out/memcheck-$v.log" 150 "${san[@]}" --tool memcheck --leak-check full "$bin" gpu
+        step "racecheck-$v" "$out/racecheck-$v.log" 150 "${san[@]}" --tool racecheck --racecheck-report all "$bin" gpu
+        if [ "${AUXTRUNK_GPU_EXTRA:-0}" = 1 ]; then
+            step "synccheck-$v" "$out/synccheck-$v.log" 120 "${san[@]}" --tool synccheck "$bin" gpu
+            step "initcheck-$v" "$out/initcheck-$v.log" 120 "${san[@]}" --tool initcheck "$bin" gpu
+        fi
+    done
 else
     echo "compute-sanitizer not found" | tee "$out/sanitizer.log"
     summary+=("sanitizers       MISSING (no compute-sanitizer)")
     failed=1
+fi
+
+# --- Benchmark: cuda-v1, cuda-v2 and the cuBLAS equivalent --------------------------
+if [ "${AUXTRUNK_GPU_BENCH:-1}" = 1 ]; then
+    step bench "$out/bench.log" 300 "$build/host_stub/auxtrunk-host" bench \
+        --plugin-dir "$build/plugins/cuda-v1" --plugin-dir "$build/plugins/cuda-v2" --cublas \
+        --budget 2 --csv "$out/bench.csv" --svg "$out/bench.svg"
 fi
 finish
