@@ -15,6 +15,7 @@
 
 #include "bench.h"
 #include "loader.h"
+#include "swap.h"
 #include "train.h"
 #include "util.h"
 
@@ -266,6 +267,9 @@ static int cmd_train(int argc, char **argv, int first)
     };
     plugin_list_t plugins = {.n = 0};
     int batch = o.batch;
+    ath_swap_opts_t sw;
+    memset(&sw, 0, sizeof sw);
+    plugin_list_t swap_at = {.n = 0};
     opt_t opts[] = {
         {"plugin-dir", "DIR", K_PLUGIN, &plugins, "plugin directory (or a libauxtrunk.so file)"},
         {"plugin", "NAME", K_NAMED, &plugins, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"},
@@ -285,6 +289,12 @@ static int cmd_train(int argc, char **argv, int first)
         {"log-every", "N", K_U64, &o.log_every, "progress line every N steps (default: about 10 per run)"},
         {"device", "N", K_INT, &o.device, "CUDA device for a CUDA plugin (default: the current one)"},
         {"quiet", NULL, K_FLAG, &o.quiet, "no progress lines, only the summary"},
+        {"watch-plugin-dir", NULL, K_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"},
+        {"swap-poll-ms", "MS", K_INT, &sw.poll_ms, "hot-swap: poll the directory every MS ms instead of inotify"},
+        {"swap-at", "STEP:PATH", K_PLUGIN, &swap_at, "hot-swap: swap to PATH after step STEP (repeatable)"},
+        {"swap-timeout", "SECONDS", K_DOUBLE, &sw.vet_timeout_s, "hot-swap: limit for vetting a candidate (default 30)"},
+        {"rollback-steps", "N", K_U64, &sw.rollback_steps, "hot-swap: steps a new version may still roll back (default 50)"},
+        {"plugin-sha256", "FILE", K_STR, &sw.sha256_file, "only load plugins whose SHA-256 is listed in FILE (sha256sum format)"},
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
     int p = parse(argc, argv, first, opts, n_opts, "train");
@@ -321,6 +331,20 @@ static int cmd_train(int argc, char **argv, int first)
     if (default_plugin(&plugins, "train") != 0)
         return ATH_EXIT_PLUGIN;
     o.plugin = plugins.items[0];
+    /* Any hot-swap option turns the swapper on (and SIGHUP into "re-read the
+     * plugin directory"); the vetting child of a CUDA process is this program. */
+    if (sw.watch || swap_at.n || sw.sha256_file || sw.poll_ms) {
+        for (int i = 0; i < swap_at.n; i++) {
+            ath_err_t err;
+            if (ath_swap_parse_at(swap_at.items[i], &sw.at[i], &err) != 0) {
+                fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
+                return ATH_EXIT_USAGE;
+            }
+        }
+        sw.n_at = swap_at.n;
+        sw.vet_exe = "/proc/self/exe";
+        o.swap = &sw;
+    }
     return ath_train_run(&o);
 }
 
@@ -444,6 +468,8 @@ int main(int argc, char **argv)
         );
         return ATH_EXIT_OK;
     }
+    if (argc >= 2 && strcmp(argv[1], ATH_SWAP_VET_COMMAND) == 0) /* internal: swap.h */
+        return ath_swap_vet_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return cmd_bench(argc, argv, 2);
     if (argc >= 2 && strcmp(argv[1], "train") == 0)

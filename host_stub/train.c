@@ -20,6 +20,7 @@
 #include "checkpoint.h"
 #include "layout.h"
 #include "report.h"
+#include "swap.h"
 #include "task.h"
 #include "trunk.h"
 #include "util.h"
@@ -30,11 +31,13 @@ typedef struct run {
     ath_adam_t adam;
     ath_curve_t curve;
     ath_csv_t csv;
+    ath_swap_t *swap; /* NULL unless hot-swapping */
     float *params, *grads, *x, *target, *out, *dout;
 } run_t;
 
 static void run_free(run_t *r)
 {
+    ath_swap_destroy(r->swap);
     ath_trunk_close(&r->trunk);
     ath_task_destroy(&r->task);
     ath_adam_destroy(&r->adam);
@@ -46,6 +49,14 @@ static void run_free(run_t *r)
     free(r->target);
     free(r->out);
     free(r->dout);
+}
+
+/* A failing step: with a swapped-in version on probation, roll back to the
+ * previous one; the caller then redoes the step with the same samples
+ * (nothing was updated yet), so the run continues as if it had not failed. */
+static int rolled_back(run_t *r, uint64_t step, const ath_err_t *err)
+{
+    return r->swap && ath_swap_failed(r->swap, step, &r->trunk, err->msg) == 0;
 }
 
 /* Half mean squared error and its gradient with respect to out. */
@@ -97,8 +108,18 @@ int ath_train_run(const ath_train_opts_t *o)
     int code = ATH_EXIT_FAILURE;
 
     auxtrunk_config_t config = {sizeof config, 0, o->enc, o->h1, o->h2, o->aux, o->batch, -1};
-    ath_load_status_t ls = ath_trunk_open(&r.trunk, o->plugin, &config, o->device, &err);
+    ath_load_status_t ls;
+    if (o->swap) {
+        if (ath_swap_create(&r.swap, o->swap, &config, o->device, &err) != 0) {
+            fprintf(stderr, "auxtrunk-host: %s\n", err.msg);
+            return ATH_EXIT_PLUGIN;
+        }
+        ls = ath_swap_open(r.swap, o->plugin, &r.trunk, &err);
+    } else {
+        ls = ath_trunk_open(&r.trunk, o->plugin, &config, o->device, &err);
+    }
     if (ls != ATH_LOAD_OK) {
+        ath_swap_destroy(r.swap);
         fprintf(stderr, "auxtrunk-host: plugin refused (%s): %s\n", ath_load_status_name(ls),
                 err.msg);
         return ATH_EXIT_PLUGIN;
@@ -160,18 +181,31 @@ int ath_train_run(const ath_train_opts_t *o)
     uint64_t s_mark = step0, last_saved = step0;
     double loss = NAN;
     for (uint64_t step = step0 + 1; step <= o->steps; step++) {
+        if (r.swap) /* between two steps */
+            ath_swap_poll(r.swap, step - 1, r.params, &r.trunk);
         ath_task_sample(&r.task, &data, o->batch, r.x, r.target);
-        if (ath_trunk_forward(&r.trunk, r.params, r.x, o->batch, r.out, &err) != 0)
+    redo:
+        if (ath_trunk_forward(&r.trunk, r.params, r.x, o->batch, r.out, &err) != 0) {
+            if (rolled_back(&r, step, &err))
+                goto redo;
             goto fail;
+        }
         loss = loss_and_grad(r.out, r.target, n_out, r.dout);
         if (!isfinite(loss)) {
             ath_errf(&err, "the loss is not finite at step %llu (%g)", (unsigned long long)step,
                      loss);
+            if (rolled_back(&r, step, &err))
+                goto redo;
             goto fail;
         }
-        if (ath_trunk_backward(&r.trunk, r.dout, o->batch, r.grads, &err) != 0)
+        if (ath_trunk_backward(&r.trunk, r.dout, o->batch, r.grads, &err) != 0) {
+            if (rolled_back(&r, step, &err))
+                goto redo;
             goto fail;
+        }
         ath_adam_step(&r.adam, r.params, r.grads);
+        if (r.swap)
+            ath_swap_step_done(r.swap, step);
 
         if (step == 1)
             first_loss = loss;
@@ -229,6 +263,11 @@ int ath_train_run(const ath_train_opts_t *o)
     else
         printf("summary: the checkpoint is already at step %llu; nothing to do\n",
                (unsigned long long)step0);
+    if (r.swap) {
+        ath_swap_stats_t st = ath_swap_stats(r.swap);
+        printf("summary: hot-swap: %u taken, %u refused, %u unchanged, %u rolled back\n", st.taken,
+               st.refused, st.unchanged, st.rolled_back);
+    }
     if (o->checkpoint && ran)
         printf("summary: checkpoint %s at step %llu\n", o->checkpoint,
                (unsigned long long)o->steps);

@@ -33,6 +33,7 @@ typedef struct ath_train_opts {
     const char *resume;        /* checkpoint to continue from */
     uint64_t log_every;        /* progress line interval in steps; 0 = automatic */
     int quiet;                 /* no progress lines, only the summary */
+    const struct ath_swap_opts *swap; /* hot-swap settings (swap.h), or NULL for none */
 } ath_train_opts_t;
 
 /* Runs training; prints progress to stdout and errors to stderr. Returns an
