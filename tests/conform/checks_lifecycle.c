@@ -18,7 +18,7 @@
  * malloc has handed out), so its slack only absorbs lazily-created runtime
  * state; a leak of one 1 KiB block per cycle already exceeds it. */
 #define CYCLE_HEAP_SLACK (64LL << 10)
-#define CYCLE_RSS_SLACK_KB (16LL << 10)
+#define CYCLE_RSS_SLACK_KB (8LL << 10)
 #define CYCLE_DEVICE_SLACK (64LL << 20)
 
 void check_lifecycle_cycles(cf_ctx_t *ctx)

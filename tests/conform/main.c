@@ -202,9 +202,9 @@ static void run_check(const cf_check_t *c, const cf_options_t *opt, cf_result_t 
     } else if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         char prev[600];
-        snprintf(prev, sizeof prev, "%s", have_verdict ? r->reason : "");
+        snprintf(prev, sizeof prev, "%.500s", have_verdict ? r->reason : "");
         r->verdict = CF_FAIL;
-        snprintf(r->reason, sizeof r->reason, "killed by signal %d (%s)%s%s%s", sig, strsignal(sig),
+        snprintf(r->reason, sizeof r->reason, "killed by signal %d (%s)%s%s%.500s", sig, strsignal(sig),
                  have_verdict ? " after its verdict" : during, prev[0] ? "; verdict was: " : "",
                  prev);
     } else if (!have_verdict) {
