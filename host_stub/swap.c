@@ -105,6 +105,27 @@ static void mark_cut(char *buf, size_t n, int len)
         memcpy(buf + n - 4, "...", 4);
 }
 
+/* Messages from the loader name the private copy; the operator knows the
+ * file they deployed, so every occurrence of copy is replaced by src. */
+static void name_source(char *msg, size_t n, const char *copy, const char *src)
+{
+    if (!copy[0])
+        return;
+    char out[sizeof(((ath_err_t *)0)->msg)];
+    size_t o = 0, lc = strlen(copy), ls = strlen(src);
+    for (const char *p = msg; *p && o + 1 < sizeof out;) {
+        if (strncmp(p, copy, lc) == 0 && o + ls + 1 < sizeof out) {
+            memcpy(out + o, src, ls);
+            o += ls;
+            p += lc;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    snprintf(msg, n, "%s", out);
+}
+
 /* "cpu-ref [cpu-ref 1.0.0 (canon 1)]" of a loaded trunk. */
 static const char *version_of(const ath_trunk_t *t, char *buf, size_t n)
 {
@@ -540,7 +561,9 @@ static int vet_in_child(ath_swap_t *s, const vet_req_t *rq, vet_version_t *ver,
                         const char **reason, double *child_ms, ath_err_t *err)
 {
     double t0 = ath_now_s();
-    int use_exec = s->cuda_used && s->o.vet_exe;
+    /* A forked child cannot use CUDA once the parent has a context: then the
+     * child starts afresh by exec (the request travels in a file). */
+    int use_exec = s->o.vet_exe && (s->cuda_used || s->o.vet_exec_always);
     char req_file[ATH_PATH_MAX] = "";
     if (use_exec) {
         int len = snprintf(req_file, sizeof req_file, "%s/%u.vet", s->tmpdir, ++s->counter);
@@ -806,8 +829,10 @@ ath_load_status_t ath_swap_open(ath_swap_t *s, const char *dir_or_file, ath_trun
         return strcmp(reason, R_NO_FILE) == 0 ? ATH_LOAD_NO_FILE : ATH_LOAD_NOT_LOADABLE;
     ath_load_status_t ls = ath_trunk_open(live, copy, &s->config, s->device, err);
     unlink(copy); /* the mapping stays; nothing else needs the name */
-    if (ls != ATH_LOAD_OK)
+    if (ls != ATH_LOAD_OK) {
+        name_source(err->msg, sizeof err->msg, copy, s->watch_file);
         return ls;
+    }
     snprintf(live->plugin.path, sizeof live->plugin.path, "%s", s->watch_file);
     memcpy(s->live_sha, sha, SHA_HEX);
     snprintf(s->source, sizeof s->source, "%s", s->watch_file);
@@ -980,6 +1005,7 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
     return res->outcome;
 
 refused:
+    name_source(err.msg, sizeof err.msg, copy, file);
     if (copy[0])
         unlink(copy);
     s->stats.refused++;

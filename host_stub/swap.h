@@ -79,6 +79,7 @@ typedef struct ath_swap_opts {
     int n_at;
     const char *vet_exe;     /* program run as "<vet_exe> --swap-vet ..." once a CUDA
                                 context exists here; NULL: fork only */
+    int vet_exec_always;     /* exec vet_exe for every candidate (tests of that path) */
     FILE *log;               /* where "swap:" lines go; NULL: stdout */
 } ath_swap_opts_t;
 

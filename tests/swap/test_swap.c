@@ -544,6 +544,10 @@ START_TEST(test_refuse_every_bad_file)
                           strstr(l, " ms]"),
                       "refusal line lacks the running version or the time: %s", l);
     }
+    /* Messages name the deployed file, not the private copy. */
+    const char *ne = line_with("after step 4 (--swap-at)");
+    ck_assert_msg(ne && strstr(ne, "notelf.so is not loadable") && !strstr(ne, "auxtrunk-swap-"),
+                  "%s", ne ? ne : g_out);
     /* Once the child got that far, the candidate's own names are logged. */
     const char *l = line_with("after step 14 (--swap-at)");
     ck_assert_msg(l && strstr(l, "(candidate fixture [fixture 1])"), "%s", l ? l : g_out);
@@ -905,6 +909,38 @@ START_TEST(test_security_digest_allow_list)
 }
 END_TEST
 
+/* Vetting by fork + exec of auxtrunk-host (what a process holding a CUDA
+ * context uses): the same verdicts as the plain fork. */
+START_TEST(test_refuse_exec_vetting)
+{
+    scratch();
+    ath_swap_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.vet_exe = AUXTRUNK_HOST_EXE;
+    o.vet_exec_always = 1;
+    o.vet_timeout_s = 2.0;
+    api_t a;
+    ath_err_t err;
+    ath_swap_result_t res;
+    ck_assert_msg(api_open(&a, &o, CPU_PLUGIN_DIR, &err) == ATH_LOAD_OK, "%s", err.msg);
+    ck_assert_msg(try_file(&a, BLOCKED_SO, &res) == ATH_SWAP_TAKEN, "%s", res.msg);
+    ck_assert(try_file(&a, FX("crash_canary"), &res) == ATH_SWAP_REFUSED);
+    ck_assert_msg(strcmp(res.reason, "crashed") == 0 && strstr(res.msg, "during the canary"), "%s",
+                  res.msg);
+    ck_assert(try_file(&a, FX("hang_init"), &res) == ATH_SWAP_REFUSED);
+    ck_assert_msg(strcmp(res.reason, "hung") == 0 && strstr(res.msg, "during init"), "%s", res.msg);
+    ck_assert(try_file(&a, FX("wrong_grad"), &res) == ATH_SWAP_REFUSED);
+    ck_assert_str_eq(res.reason, "canary-failed");
+    ck_assert(try_file(&a, FX("abi_new"), &res) == ATH_SWAP_REFUSED);
+    ck_assert_str_eq(res.reason, "incompatible-abi");
+    ck_assert_str_eq(live_name(&a), "cpu-blocked");
+    api_live_works(&a);
+    ck_assert_msg(try_file(&a, CPU_SO, &res) == ATH_SWAP_TAKEN, "%s", res.msg);
+    api_close(&a);
+    scratch_done();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 /* soak                                                                      */
 
@@ -1019,6 +1055,7 @@ int main(void)
     tc = tcase_create("refuse");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_refuse_every_bad_file);
+    tcase_add_test(tc, test_refuse_exec_vetting);
     srunner_add_suite(sr, suite_of("refuse", tc));
 
     tc = tcase_create("rollback");
