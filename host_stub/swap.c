@@ -187,8 +187,9 @@ static int check_dir(const char *dir, ath_err_t *err)
 /*
  * Copies the plugin file at src into a fresh private file, checking the
  * opened file's owner and mode (fstat: the file actually read) and both
- * directories, and hashing what it copies. Returns NULL (and sets *reason)
- * or the reason-less success: 0.
+ * directories, and hashing what it copies; then checks the allow-list.
+ * Returns 0 (dst is the copy, sha its digest), or -1 with *reason and the
+ * message (no copy is left behind).
  */
 static int private_copy(ath_swap_t *s, const char *src, char *dst, size_t n,
                         char sha[SHA_HEX], const char **reason, ath_err_t *err)
