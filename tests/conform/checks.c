@@ -35,6 +35,8 @@ const cf_check_t cf_checks[] = {
      "calls on a destroyed handle (not probed: undefined behaviour; see not_a_handle)"},
     {"lifecycle.memory_usage", CF_MEMORY, check_lifecycle_memory_usage,
      "memory_usage fills its struct, reserved 0, no device bytes for host plugins"},
+    {"lifecycle.no_alloc_in_calls", CF_MEMORY, check_lifecycle_no_alloc_in_calls,
+     "host plugins: no call after init allocates host memory (malloc family counted)"},
     {"numerics.forward", CF_MEMORY, check_numerics_forward,
      "forward and infer vs the double reference, 5 topologies, B = 1, odd, prime, max"},
     {"numerics.backward", CF_MEMORY, check_numerics_backward,

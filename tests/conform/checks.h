@@ -24,6 +24,7 @@ void check_lifecycle_no_forward(cf_ctx_t *ctx);
 void check_lifecycle_not_a_handle(cf_ctx_t *ctx);
 void check_lifecycle_after_destroy(cf_ctx_t *ctx);
 void check_lifecycle_memory_usage(cf_ctx_t *ctx);
+void check_lifecycle_no_alloc_in_calls(cf_ctx_t *ctx);
 /* 4. numerics */
 void check_numerics_forward(cf_ctx_t *ctx);
 void check_numerics_backward(cf_ctx_t *ctx);

@@ -53,8 +53,9 @@ void check_lifecycle_cycles(cf_ctx_t *ctx)
         }
     }
     cf_usage_read(&u1, cuda);
-    long long dheap = u0.heap >= 0 ? u1.heap - u0.heap : 0;
-    long long drss = u1.rss_kb - u0.rss_kb;
+    const int sanitized = cf_heap_sanitized();
+    long long dheap = u0.heap >= 0 && !sanitized ? u1.heap - u0.heap : 0;
+    long long drss = sanitized ? 0 : u1.rss_kb - u0.rss_kb;
     long long ddev = cuda && u0.device >= 0 && u1.device >= 0 ? u1.device - u0.device : 0;
     int dfd = u1.fds - u0.fds, dthr = u1.threads - u0.threads;
     char fig[400];
@@ -74,7 +75,9 @@ void check_lifecycle_cycles(cf_ctx_t *ctx)
         cf_fail(ctx, "device memory grew by %lld bytes %s", ddev, fig);
     else
         cf_pass_detail(ctx, "%s", fig);
-    if (u0.heap < 0)
+    if (sanitized)
+        cf_note(ctx, "sanitizer build of the runner: heap and RSS growth not compared");
+    else if (u0.heap < 0)
         cf_note(ctx, "heap figures unavailable (no mallinfo2): only RSS was compared");
 }
 
@@ -277,4 +280,65 @@ void check_lifecycle_memory_usage(cf_ctx_t *ctx)
     cf_pass_detail(ctx, "host %llu B, device %llu B for 64x64x64x32, max_batch 1024",
                    (unsigned long long)m.host_bytes, (unsigned long long)m.device_bytes);
     a->destroy(h);
+}
+
+/* ------------------------------------------------------------------------- */
+/* lifecycle.no_alloc_in_calls                                               */
+
+void check_lifecycle_no_alloc_in_calls(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    const auxtrunk_api_t *a = &pl->api;
+    if (!cf_alloc_supported()) {
+        cf_skip(ctx, "this runner cannot count allocations (not glibc, or a sanitizer build)");
+        return;
+    }
+    if (pl->space == CF_SPACE_CUDA) {
+        cf_skip(ctx, "CUDA plugins: the CUDA runtime may allocate host memory inside a launch; "
+                "device allocations inside calls are caught by cuda.graph");
+        return;
+    }
+    cf_setup_t s;
+    const int B = 300;
+    if (cf_setup_make(ctx, pl, &s, (cf_topo_t){24, 20, 16, 8, 300}, B))
+        return;
+    auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
+    static const char *const names[] = {
+        "forward", "infer", "backward", "backward(ACCUMULATE)", "memory_usage", "last_error",
+        "forward with batch > max_batch (an error)", "backward with a mismatched batch (an error)"};
+    for (int i = 0; i < 8; i++) {
+        cf_stage(ctx, "%s, counting allocations", names[i]);
+        int32_t rc = AUXTRUNK_OK, want = AUXTRUNK_OK;
+        cf_alloc_count_begin();
+        switch (i) {
+        case 0: rc = a->forward(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL); break;
+        case 1: rc = a->infer(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL); break;
+        case 2: rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, &s.b.grads, 0, NULL); break;
+        case 3:
+            rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, &s.b.grads,
+                             AUXTRUNK_BACKWARD_ACCUMULATE, NULL);
+            break;
+        case 4: rc = a->memory_usage(s.h, &mem); break;
+        case 5: a->last_error(s.h); break;
+        case 6:
+            want = AUXTRUNK_E_BATCH;
+            rc = a->forward(s.h, &s.b.params, s.b.x.p, B + 1, s.b.out.p, 0, NULL);
+            break;
+        default:
+            want = AUXTRUNK_E_BATCH_MISMATCH;
+            rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B - 1, &s.b.grads, 0, NULL);
+            break;
+        }
+        long n = cf_alloc_count_end();
+        if (cf_expect_status(ctx, rc, want, names[i]))
+            return;
+        if (n > 0) {
+            cf_fail(ctx, "%s allocated host memory (%ld malloc-family call%s): after init, no call "
+                    "allocates", names[i], n, n == 1 ? "" : "s");
+            return;
+        }
+    }
+    a->destroy(s.h);
+    cf_pass_detail(ctx, "forward, infer, backward, memory_usage, last_error and failing calls: "
+                   "no malloc-family call");
 }

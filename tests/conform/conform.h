@@ -285,4 +285,14 @@ typedef struct cf_usage {
 } cf_usage_t;
 void cf_usage_read(cf_usage_t *u, int cuda);
 
+/* Host allocations (the malloc family) made while counting is on, process
+ * wide (alloc_count.c). cf_alloc_supported() is 0 where the runner cannot
+ * interpose them (not glibc, or a sanitizer build). */
+int cf_alloc_supported(void);
+/* 1 in a sanitizer build, whose allocator keeps freed memory in quarantine:
+ * heap and RSS growth then say nothing about the plugin. */
+int cf_heap_sanitized(void);
+void cf_alloc_count_begin(void);
+long cf_alloc_count_end(void);
+
 #endif
