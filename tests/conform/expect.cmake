@@ -9,6 +9,9 @@
 #   -DEXPECT=conforms  exit status 0, no check failed
 #   -DEXPECT=fail      exit status 1, and check CHECK failed with a reason
 #                      matching the regular expression REASON
+#   -DEXPECT=fail_with_device
+#                      as fail where a CUDA device is usable; where none is,
+#                      CHECK must be skipped for that reason (exit status 0)
 cmake_minimum_required(VERSION 3.20)
 
 if(NOT FORMAT)
@@ -23,6 +26,17 @@ if(NOT EXISTS ${REPORT})
   message(FATAL_ERROR "no report written (exit status ${rc})")
 endif()
 file(READ ${REPORT} report)
+
+if(EXPECT STREQUAL "fail_with_device")
+  if(FORMAT STREQUAL "json" AND report MATCHES "\"name\": \"${CHECK}\", \"result\": \"skip\", \"reason\": \"(no CUDA device|runner built without CUDA)")
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "${CHECK} skipped for want of a device, but the runner exited ${rc}")
+    endif()
+    message(STATUS "${CHECK} skipped here (${CMAKE_MATCH_1}); it must fail on a GPU machine")
+    return()
+  endif()
+  set(EXPECT fail)
+endif()
 
 if(EXPECT STREQUAL "conforms")
   if(NOT rc EQUAL 0)
