@@ -125,7 +125,7 @@ auxtrunk_handle_t *cf_init(cf_ctx_t *ctx, const cf_plugin_t *pl, const auxtrunk_
 int cf_plugin_wait(cf_ctx_t *ctx, const cf_plugin_t *pl, const char *after);
 
 /* ------------------------------------------------------------------------- */
-/* Buffers in a plugin's memory space, with guard zones (buffers.c)          */
+/* Buffers in a plugin's memory space, with guard zones (trunk.c)            */
 
 /* Every buffer handed to a plugin sits between two guard zones filled with a
  * known byte pattern; a write outside the payload changes a guard byte. */
