@@ -340,6 +340,11 @@ static int cmd_train(int argc, char **argv, int first)
                 fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
                 return ATH_EXIT_USAGE;
             }
+            if (i > 0 && sw.at[i].step < sw.at[i - 1].step) {
+                fprintf(stderr, "auxtrunk-host train: --swap-at entries must be in ascending "
+                                "step order\n");
+                return ATH_EXIT_USAGE;
+            }
         }
         sw.n_at = swap_at.n;
         sw.vet_exe = "/proc/self/exe";

@@ -342,6 +342,10 @@ START_TEST(test_usage_errors)
     ck_assert_int_eq(run_host("u6", "bench", "--batches", "32,,x", NULL), 2);
     ck_assert_int_eq(run_host("u7", "--enc", "0", NULL), 2);
     ck_assert_int_eq(run_host("u8", "--plugin-dir", ".", "--plugin", "cpu", NULL), 2);
+    ck_assert_int_eq(run_host("u9", "--swap-at", "5", NULL), 2);
+    ck_assert_contains(g_err, "STEP:PATH");
+    ck_assert_int_eq(run_host("u10", "--swap-at", "5:a", "--swap-at", "3:b", NULL), 2);
+    ck_assert_contains(g_err, "ascending");
     scratch_done();
 }
 END_TEST
