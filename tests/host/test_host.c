@@ -298,6 +298,24 @@ static const char *xml_check(const char *doc, const char *root)
 /* ------------------------------------------------------------------------- */
 /* cli                                                                       */
 
+/* Every option a --help text lists ("  --name ...") appears in docs/host.md
+ * as `--name` or `--name ARG`, so the reference cannot fall behind the
+ * option tables. */
+static void assert_help_documented(const char *help, const char *doc)
+{
+    for (const char *l = strstr(help, "\n  --"); l; l = strstr(l + 1, "\n  --")) {
+        const char *name = l + 3;
+        size_t n = strcspn(name, " \n");
+        if (n == 6 && strncmp(name, "--help", 6) == 0)
+            continue;
+        char a[96], b[96];
+        snprintf(a, sizeof a, "`%.*s`", (int)n, name);
+        snprintf(b, sizeof b, "`%.*s ", (int)n, name);
+        ck_assert_msg(strstr(doc, a) || strstr(doc, b), "%.*s is not documented in %s", (int)n,
+                      name, AUXTRUNK_HOST_DOC);
+    }
+}
+
 START_TEST(test_help)
 {
     scratch();
@@ -320,6 +338,12 @@ START_TEST(test_help)
                                 "2*B*(ENC*H1 + H1*H2 + H2*AUX)", "Exit codes"};
     for (size_t i = 0; i < sizeof bench_opts / sizeof bench_opts[0]; i++)
         ck_assert_contains(g_out, bench_opts[i]);
+
+    char *doc = slurp(AUXTRUNK_HOST_DOC, NULL);
+    assert_help_documented(g_out, doc);
+    ck_assert_int_eq(run_host("train", "train", "--help", NULL), 0);
+    assert_help_documented(g_out, doc);
+    free(doc);
 
     ck_assert_int_eq(run_host("version", "--version", NULL), 0);
     ck_assert_contains(g_out, "auxtrunk-host");
