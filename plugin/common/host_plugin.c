@@ -1,0 +1,254 @@
+/*
+ * host_plugin.c — every entry of abi/auxtrunk.h for a host-memory plugin, on
+ * top of the plugin's atp_host_plugin_kernels (see host_plugin.h). Host
+ * memory, synchronous, no device.
+ *
+ * Every entry checks its handle and arguments (plugin/common) before it
+ * writes anything; init allocates every buffer a handle will ever use, so
+ * forward, infer and backward never allocate and cannot fail after
+ * validation. Nothing here prints.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "auxtrunk.h"
+#include "host_plugin.h"
+#include "plugin_common.h"
+
+#if defined(__SSE2__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define HOST_HAVE_MXCSR 1
+#else
+#include <fenv.h>
+#endif
+
+/* Buffers are aligned for whole vector loads; any alignment gives the same bits. */
+#define HOST_ALIGN 64
+
+struct auxtrunk_handle {
+    atp_handle_base_t base; /* first member: magic, dims, record, last error */
+    float *h1;       /* [max_batch, H1] recorded by forward for backward */
+    float *h2;       /* [max_batch, H2] likewise */
+    float *infer_ws; /* inference scratch: never the record */
+    float *bwd_ws;   /* backward workspace (the kernel set sizes it) */
+    uint64_t host_bytes;
+};
+
+static const atp_host_kernels_t *const K = &atp_host_plugin_kernels;
+
+/* ------------------------------------------------------------------------- */
+/* Floating-point environment                                                */
+
+/*
+ * The canonical order assumes round-to-nearest-even and kept denormals. A
+ * host built with -ffast-math (crtfastmath sets FTZ/DAZ) or one that changed
+ * the rounding mode or unmasked exceptions would otherwise change the bits or
+ * trap, so each computing call runs under the default environment and gives
+ * the caller's back afterwards (flags raised inside are not reported). On
+ * x86-64 that is the whole MXCSR; elsewhere <fenv.h> resets the rounding mode
+ * and exception traps (a target's own flush-to-zero bit is not covered).
+ */
+#ifdef HOST_HAVE_MXCSR
+typedef unsigned int host_fpenv_t;
+#define HOST_MXCSR_DEFAULT 0x1F80u /* all exceptions masked, nearest, no FTZ/DAZ */
+static host_fpenv_t fpenv_enter(void)
+{
+    host_fpenv_t saved = _mm_getcsr();
+    _mm_setcsr(HOST_MXCSR_DEFAULT);
+    return saved;
+}
+static void fpenv_leave(host_fpenv_t saved) { _mm_setcsr(saved); }
+#else
+typedef fenv_t host_fpenv_t;
+static host_fpenv_t fpenv_enter(void)
+{
+    host_fpenv_t saved;
+    feholdexcept(&saved);
+    fesetround(FE_TONEAREST);
+    return saved;
+}
+static void fpenv_leave(host_fpenv_t saved) { fesetenv(&saved); }
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Lifecycle                                                                 */
+
+/* n floats, HOST_ALIGN-aligned; adds the bytes to *total. NULL on failure. */
+static float *alloc_floats(size_t n, uint64_t *total)
+{
+    size_t bytes = n * sizeof(float);
+    bytes = (bytes + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN;
+    if (bytes == 0)
+        bytes = HOST_ALIGN;
+    float *p = aligned_alloc(HOST_ALIGN, bytes);
+    if (p)
+        *total += bytes;
+    return p;
+}
+
+static int32_t host_init(const auxtrunk_config_t *config, auxtrunk_handle_t **out_handle)
+{
+    if (!config || !out_handle)
+        return AUXTRUNK_E_NULL_POINTER;
+    atp_dims_t dims;
+    uint32_t flags;
+    int32_t device;
+    int32_t st = atp_config_read(config, 0 /* no AUXTRUNK_CONFIG_FAST */, &dims, &flags, &device);
+    if (st != AUXTRUNK_OK)
+        return st;
+    if (device != -1)
+        return AUXTRUNK_E_UNSUPPORTED;
+
+    struct auxtrunk_handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return AUXTRUNK_E_OUT_OF_MEMORY;
+    atp_handle_base_init(&h->base, &dims, flags, device);
+    h->host_bytes = sizeof *h;
+    size_t B = (size_t)dims.max_batch;
+    if (!(h->h1 = alloc_floats(B * (size_t)dims.h1, &h->host_bytes)))
+        goto fail_h1;
+    if (!(h->h2 = alloc_floats(B * (size_t)dims.h2, &h->host_bytes)))
+        goto fail_h2;
+    if (!(h->infer_ws = alloc_floats(K->infer_workspace(&dims), &h->host_bytes)))
+        goto fail_infer;
+    if (!(h->bwd_ws = alloc_floats(K->backward_workspace(&dims), &h->host_bytes)))
+        goto fail_bwd;
+    *out_handle = h;
+    return AUXTRUNK_OK;
+
+fail_bwd:
+    free(h->infer_ws);
+fail_infer:
+    free(h->h2);
+fail_h2:
+    free(h->h1);
+fail_h1:
+    free(h);
+    return AUXTRUNK_E_OUT_OF_MEMORY;
+}
+
+static int32_t host_destroy(auxtrunk_handle_t *h)
+{
+    if (!h)
+        return AUXTRUNK_OK;
+    if (atp_check_handle(h) != AUXTRUNK_OK)
+        return AUXTRUNK_E_BAD_HANDLE;
+    h->base.magic = ATP_MAGIC_DEAD; /* a stale pointer reads as dead, not live */
+    free(h->bwd_ws);
+    free(h->infer_ws);
+    free(h->h2);
+    free(h->h1);
+    free(h);
+    return AUXTRUNK_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Forward, inference, backward                                              */
+
+static int32_t host_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
+                            int32_t batch, float *out, uint32_t flags, void *stream)
+{
+    (void)stream; /* host plugin: synchronous */
+    int32_t st = atp_check_handle(h);
+    if (st != AUXTRUNK_OK)
+        return st;
+    if ((st = atp_check_forward(&h->base, params, x, batch, out, flags, NULL)) != AUXTRUNK_OK)
+        return st;
+    host_fpenv_t env = fpenv_enter();
+    K->forward(&h->base.dims, params, x, batch, h->h1, h->h2, out);
+    fpenv_leave(env);
+    h->base.recorded_batch = batch;
+    atp_ok(&h->base);
+    return AUXTRUNK_OK;
+}
+
+static int32_t host_infer(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
+                          int32_t batch, float *out, uint32_t flags, void *stream)
+{
+    (void)stream;
+    int32_t st = atp_check_handle(h);
+    if (st != AUXTRUNK_OK)
+        return st;
+    if ((st = atp_check_forward(&h->base, params, x, batch, out, flags, NULL)) != AUXTRUNK_OK)
+        return st;
+    host_fpenv_t env = fpenv_enter();
+    K->infer(&h->base.dims, params, x, batch, out, h->infer_ws);
+    fpenv_leave(env);
+    atp_ok(&h->base);
+    return AUXTRUNK_OK;
+}
+
+static int32_t host_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *params,
+                             const float *x, const float *dout, int32_t batch,
+                             const auxtrunk_grads_t *grads, uint32_t flags, void *stream)
+{
+    (void)stream;
+    int32_t st = atp_check_handle(h);
+    if (st != AUXTRUNK_OK)
+        return st;
+    st = atp_check_backward(&h->base, params, x, dout, batch, grads, flags, NULL);
+    if (st != AUXTRUNK_OK)
+        return st;
+    host_fpenv_t env = fpenv_enter();
+    K->backward(&h->base.dims, params, x, h->h1, h->h2, dout, batch, grads,
+                (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0, h->bwd_ws);
+    fpenv_leave(env);
+    atp_ok(&h->base);
+    return AUXTRUNK_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Queries and the entry symbol                                              */
+
+static int32_t host_memory_usage(const auxtrunk_handle_t *h, auxtrunk_memory_t *out)
+{
+    int32_t st = atp_check_handle(h);
+    if (st != AUXTRUNK_OK)
+        return st;
+    /* The handle was created non-const by init; only its error text changes. */
+    atp_handle_base_t *base = (atp_handle_base_t *)&h->base;
+    if (!out)
+        return atp_fail(base, AUXTRUNK_E_NULL_POINTER, "memory_usage: out is NULL");
+    if ((st = atp_check_memory_out(out)) != AUXTRUNK_OK)
+        return atp_fail(base, st, "memory_usage: out->struct_size %u is below the 1.0 size %u",
+                        out->struct_size, AUXTRUNK_MEMORY_SIZE_1_0);
+    out->host_bytes = h->host_bytes;
+    out->device_bytes = 0;
+    atp_ok(base);
+    return AUXTRUNK_OK;
+}
+
+static const char *host_last_error(const auxtrunk_handle_t *h)
+{
+    if (atp_check_handle(h) != AUXTRUNK_OK)
+        return "";
+    return h->base.last_error;
+}
+
+/* The plugin's whole table: the adapter's entries, the kernel table's names
+ * and caps. */
+static auxtrunk_api_t host_api(void)
+{
+    const auxtrunk_api_t api = {
+        .struct_size = sizeof(auxtrunk_api_t),
+        .abi_version = AUXTRUNK_ABI_VERSION,
+        .caps = K->caps,
+        .impl_name = K->impl_name,
+        .kernel_version = K->kernel_version,
+        .status_string = atp_status_string,
+        .init = host_init,
+        .destroy = host_destroy,
+        .forward = host_forward,
+        .infer = host_infer,
+        .backward = host_backward,
+        .memory_usage = host_memory_usage,
+        .last_error = host_last_error,
+    };
+    return api;
+}
+
+int32_t auxtrunk_plugin_entry(const auxtrunk_host_info_t *host, auxtrunk_api_t *api)
+{
+    const auxtrunk_api_t mine = host_api();
+    return atp_negotiate(host, api, &mine);
+}
