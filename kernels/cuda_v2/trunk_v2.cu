@@ -31,7 +31,9 @@ namespace {
 constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
 /* Reduction steps staged in shared memory per slab: small tiles take long
  * slabs so that a 256-long reduction needs few dependent global round trips
- * (small batches are latency-bound), large tiles short ones (registers). */
+ * (small batches are latency-bound), large tiles short ones (registers).
+ * Measured on the H200 (docs/perf-notes.md): 128-step slabs for the small
+ * tile were slower than 64 (more staging registers, longer tail loop). */
 template <int BM>
 __host__ __device__ constexpr int bk_of()
 {
@@ -40,6 +42,13 @@ __host__ __device__ constexpr int bk_of()
 constexpr int NTHREADS = 256;
 #ifndef V2_MIN_BLOCKS
 #define V2_MIN_BLOCKS 1 /* blocks per SM the register budget must allow */
+#endif
+#ifndef V2_FRAG_PREFETCH
+#define V2_FRAG_PREFETCH 1 /* double-buffer the register fragments (measured neutral) */
+#endif
+#ifndef V2_LARGE_BN
+#define V2_LARGE_BN 64 /* columns of the large tile (rows are 128): 128x64 with 8x4 per
+                          thread measured 9% faster per step than 128x128 at B = 65536 */
 #endif
 
 enum Epilogue {
@@ -181,7 +190,10 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
 
     const int tid = threadIdx.x;
     const int tx = tid % TX, ty = tid / TX;
-    float *as = smem, *bs = smem + 2 * AS;
+    /* Buffer b of A at as + b*AS, of B at bs + b*BS; bs follows the A
+     * buffers actually allocated (one when a single slab covers k). */
+    const int ntiles = (k_end - k_begin + BK - 1) / BK;
+    float *as = smem, *bs = smem + (ntiles > 1 ? 2 : 1) * AS;
 
     float acc[TM][TN];
 #pragma unroll
@@ -196,7 +208,6 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
     using SA = Slab<BM, BK, A_KC, VEC>;
     using SB = Slab<BN, BK, B_KC, VEC>;
     float ra[SA::N], rb[SB::N];
-    const int ntiles = (k_end - k_begin + BK - 1) / BK;
     SA::fetch(ra, g.a, g.lda, m0, g.m, k_begin, k_end, tid);
     SB::fetch(rb, g.b, g.ldb, n0, g.n, k_begin, k_end, tid);
     SA::stash(ra, as, tid);
@@ -214,6 +225,25 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
         const float *b_s = bs + buf * BS;
         const int kn = k_end - k0;
         if (kn >= BK) {
+#if V2_FRAG_PREFETCH
+            /* Fragments of step kk+1 are read while step kk's FMAs issue, so
+             * the shared-memory latency hides behind arithmetic. */
+            float fa[2][TM], fb[2][TN];
+            load_frag<BM, TM>(fa[0], a_s, ty);
+            load_frag<BN, TN>(fb[0], b_s, tx);
+#pragma unroll
+            for (int kk = 0; kk < BK; kk++) {
+                if (kk + 1 < BK) {
+                    load_frag<BM, TM>(fa[(kk + 1) & 1], a_s + (kk + 1) * (BM + 4), ty);
+                    load_frag<BN, TN>(fb[(kk + 1) & 1], b_s + (kk + 1) * (BN + 4), tx);
+                }
+#pragma unroll
+                for (int i = 0; i < TM; i++)
+#pragma unroll
+                    for (int j = 0; j < TN; j++)
+                        acc[i][j] = fmaf(fa[kk & 1][i], fb[kk & 1][j], acc[i][j]);
+            }
+#else
 #pragma unroll
             for (int kk = 0; kk < BK; kk++) {
                 float fa[TM], fb[TN];
@@ -225,7 +255,9 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
                     for (int j = 0; j < TN; j++)
                         acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
             }
+#endif
         } else { /* reduction tail: exactly kn more steps */
+#pragma unroll 8
             for (int kk = 0; kk < kn; kk++) {
                 float fa[TM], fb[TN];
                 load_frag<BM, TM>(fa, a_s + kk * (BM + 4), ty);
@@ -269,10 +301,19 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
     }
 }
 
+/* Shared memory of one tile: two slab buffers, or one when the whole
+ * reduction fits in a single slab (the second buffer is only touched when a
+ * next slab exists). */
 template <int BM, int BN>
-__host__ __device__ constexpr int smem_floats()
+__host__ __device__ constexpr size_t smem_bytes(int buffers)
 {
-    return 2 * bk_of<BM>() * (BM + 4) + 2 * bk_of<BM>() * (BN + 4);
+    return (size_t)buffers * (bk_of<BM>() * (BM + 4) + bk_of<BM>() * (BN + 4)) * sizeof(float);
+}
+
+template <int BM, int BN>
+inline size_t smem_for(int k)
+{
+    return smem_bytes<BM, BN>(k > bk_of<BM>() ? 2 : 1);
 }
 
 /* ------------------------------------------------------- forward / dh -- */
@@ -281,7 +322,7 @@ __host__ __device__ constexpr int smem_floats()
 template <int BM, int BN, bool A_KC, bool B_KC, int EPI, bool VEC>
 __global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) gemm_kernel(Gemm g, int k)
 {
-    __shared__ __align__(16) float smem[smem_floats<BM, BN>()];
+    extern __shared__ __align__(16) float smem[];
     gemm_tile<BM, BN, A_KC, B_KC, EPI, VEC>(g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false, smem);
 }
 
@@ -305,7 +346,7 @@ struct GradGroup {
 template <int BM, int BN, bool VEC>
 __global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) grad_chunk_kernel(GradGroup G)
 {
-    __shared__ __align__(16) float smem[smem_floats<BM, BN>()];
+    extern __shared__ __align__(16) float smem[];
     const int chunk = blockIdx.y;
     const int kb = chunk * CHUNK;
     const int ke = min(G.batch, kb + CHUNK);
@@ -402,7 +443,10 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
  * still fills every multiprocessor once (132 on the H200). Larger tiles do
  * more FMAs per shared-memory read; below one full wave, smaller tiles win
  * because the small batches of RL are latency-bound. */
-constexpr int FULL_WAVE = 132;
+#ifndef V2_FULL_WAVE
+#define V2_FULL_WAVE 132
+#endif
+constexpr int FULL_WAVE = V2_FULL_WAVE;
 
 inline int tiles(int m, int n, int bm, int bn)
 {
@@ -411,7 +455,7 @@ inline int tiles(int m, int n, int bm, int bn)
 
 inline int pick(int m, int n, int mult)
 {
-    if ((long long)tiles(m, n, 128, 128) * mult >= FULL_WAVE)
+    if ((long long)tiles(m, n, 128, V2_LARGE_BN) * mult >= FULL_WAVE)
         return 128;
     if ((long long)tiles(m, n, 64, 64) * mult >= FULL_WAVE)
         return 64;
@@ -423,16 +467,17 @@ cudaError_t gemm_launch(const Gemm &g, int k, cudaStream_t s)
 {
     switch (pick(g.m, g.n, 1)) {
     case 128:
-        gemm_kernel<128, 128, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + 127) / 128, (g.m + 127) / 128), NTHREADS, 0, s>>>(g, k);
+        gemm_kernel<128, V2_LARGE_BN, A_KC, B_KC, EPI, VEC>
+            <<<dim3((g.n + V2_LARGE_BN - 1) / V2_LARGE_BN, (g.m + 127) / 128), NTHREADS,
+               smem_for<128, V2_LARGE_BN>(k), s>>>(g, k);
         break;
     case 64:
         gemm_kernel<64, 64, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + 63) / 64, (g.m + 63) / 64), NTHREADS, 0, s>>>(g, k);
+            <<<dim3((g.n + 63) / 64, (g.m + 63) / 64), NTHREADS, smem_for<64, 64>(k), s>>>(g, k);
         break;
     default:
         gemm_kernel<32, 32, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + 31) / 32, (g.m + 31) / 32), NTHREADS, 0, s>>>(g, k);
+            <<<dim3((g.n + 31) / 32, (g.m + 31) / 32), NTHREADS, smem_for<32, 32>(k), s>>>(g, k);
         break;
     }
     return cudaGetLastError();
@@ -459,10 +504,11 @@ cudaError_t launch_grads(GradGroup &G, int nc, bool vec, cudaStream_t s)
         t += (G.db_n[q] + NTHREADS - 1) / NTHREADS;
         G.tile_start[4 + q] = t;
     }
+    const size_t smem = smem_for<BM, BN>(G.batch < CHUNK ? G.batch : CHUNK);
     if (vec)
-        grad_chunk_kernel<BM, BN, true><<<dim3(t, nc), NTHREADS, 0, s>>>(G);
+        grad_chunk_kernel<BM, BN, true><<<dim3(t, nc), NTHREADS, smem, s>>>(G);
     else
-        grad_chunk_kernel<BM, BN, false><<<dim3(t, nc), NTHREADS, 0, s>>>(G);
+        grad_chunk_kernel<BM, BN, false><<<dim3(t, nc), NTHREADS, smem, s>>>(G);
     return cudaGetLastError();
 }
 
@@ -481,21 +527,27 @@ static size_t param_count(v2_dims_t d)
 
 namespace {
 
+/* Loads a kernel and allows it `smem` bytes of dynamic shared memory. */
 template <typename F>
-cudaError_t touch(F *f)
+cudaError_t touch(F *f, size_t smem = 0)
 {
     cudaFuncAttributes a;
-    return cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(f));
+    cudaError_t e = cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(f));
+    if (e == cudaSuccess && smem > 0)
+        e = cudaFuncSetAttribute(reinterpret_cast<const void *>(f),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    return e;
 }
 
 template <int BM, int BN, bool VEC>
 cudaError_t touch_config()
 {
+    const size_t smem = smem_bytes<BM, BN>(2);
     cudaError_t e;
-    if ((e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS_ELU, VEC>)) != cudaSuccess ||
-        (e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS, VEC>)) != cudaSuccess ||
-        (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>)) != cudaSuccess ||
-        (e = touch(grad_chunk_kernel<BM, BN, VEC>)) != cudaSuccess)
+    if ((e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS_ELU, VEC>, smem)) != cudaSuccess ||
+        (e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS, VEC>, smem)) != cudaSuccess ||
+        (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>, smem)) != cudaSuccess ||
+        (e = touch(grad_chunk_kernel<BM, BN, VEC>, smem)) != cudaSuccess)
         return e;
     return cudaSuccess;
 }
@@ -505,8 +557,8 @@ cudaError_t touch_config()
 extern "C" cudaError_t v2_prepare(void)
 {
     cudaError_t e;
-    if ((e = touch_config<128, 128, true>()) != cudaSuccess ||
-        (e = touch_config<128, 128, false>()) != cudaSuccess ||
+    if ((e = touch_config<128, V2_LARGE_BN, true>()) != cudaSuccess ||
+        (e = touch_config<128, V2_LARGE_BN, false>()) != cudaSuccess ||
         (e = touch_config<64, 64, true>()) != cudaSuccess ||
         (e = touch_config<64, 64, false>()) != cudaSuccess ||
         (e = touch_config<32, 32, true>()) != cudaSuccess ||
@@ -593,7 +645,7 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     const int wm = d.enc > d.h1 ? d.enc : d.h1, wn = d.h1 > d.h2 ? d.h1 : d.h2;
     switch (pick(wm, wn, nc)) {
     case 128:
-        e = launch_grads<128, 128>(G, nc, vec, stream);
+        e = launch_grads<128, V2_LARGE_BN>(G, nc, vec, stream);
         break;
     case 64:
         e = launch_grads<64, 64>(G, nc, vec, stream);
