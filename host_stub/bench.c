@@ -286,12 +286,21 @@ static void print_row(FILE *csv, const ath_bench_opts_t *o, const column_t *c, i
            tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us),
            (double)r->device_bytes / 1048576.0, (double)r->host_bytes / 1048576.0);
     fflush(stdout);
-    if (csv)
-        fprintf(csv, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu\n",
-                c->name, c->version, c->space, E, H1, H2, A, B, r->iters, r->sets, r->fwd_us,
+    if (csv) {
+        /* The version is free text from the plugin: one quoted CSV field. */
+        fprintf(csv, "%s,\"", c->name);
+        for (const char *q = c->version; *q; q++) {
+            if (*q == '"')
+                fputc('"', csv);
+            fputc(*q, csv);
+        }
+        fputc('"', csv);
+        fprintf(csv, ",%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu\n",
+                c->space, E, H1, H2, A, B, r->iters, r->sets, r->fwd_us,
                 r->bwd_us, r->step_us, tflops(ff, r->fwd_us), tflops(fb, r->bwd_us),
                 tflops(ff + fb, r->step_us), (unsigned long long)r->host_bytes,
                 (unsigned long long)r->device_bytes);
+    }
 }
 
 /* Every batch size for one plugin. Returns an ATH_EXIT_* code. */
@@ -373,7 +382,7 @@ static int bench_cublas(const ath_bench_opts_t *o, FILE *csv, column_t *col, row
     void *lib = NULL;
     ath_devmem_t *m = NULL;
     snprintf(col->name, sizeof col->name, "cublas");
-    snprintf(col->version, sizeof col->version, "cuBLAS SGEMM + custom kernels, CUDA graph (%s)",
+    snprintf(col->version, sizeof col->version, "cuBLAS SGEMM + custom kernels; CUDA graph (%s)",
              o->fast ? "TF32" : "FP32");
     col->space = "cuda";
     cublas_run_fn run = cublas_load(&lib, &err);
