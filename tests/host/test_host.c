@@ -13,13 +13,12 @@
  * Suites (CK_RUN_SUITE selects one): cli, loader, train, checkpoint, report,
  * bench.
  */
-#define _XOPEN_SOURCE 700 /* nftw, realpath, mkdtemp */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <check.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -37,74 +36,12 @@
 #include "loader.h"
 #include "report.h"
 #include "rng.h"
+#include "scratch.h"
 
 extern char **environ;
 
 /* ------------------------------------------------------------------------- */
 /* Scratch directory, files, subprocesses                                    */
-
-static char g_dir[4096];
-
-/* A fresh scratch directory for this test (each test is its own process). */
-static const char *scratch(void)
-{
-    snprintf(g_dir, sizeof g_dir, "%s/scratch-XXXXXX", AUXTRUNK_TEST_TMP);
-    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp %s: %s", g_dir, strerror(errno));
-    return g_dir;
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-/* Called at the end of a passing test; a failing one keeps its files. */
-static void scratch_done(void)
-{
-    nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static char *path_in(const char *name)
-{
-    static char buf[8][4200];
-    static int k = 0;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
-/* Whole file as a NUL-terminated string (length in *len if given). Reads to
- * EOF, so /proc files (which report size 0) work too. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    ck_assert(buf != NULL);
-    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            ck_assert(buf != NULL);
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len)
-        *len = n;
-    return buf;
-}
-
-static void spit(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "cannot write %s", path);
-    ck_assert(fwrite(data, 1, n, f) == n);
-    ck_assert(fclose(f) == 0);
-}
 
 /* Output of the last run_host. */
 static char *g_out, *g_err;
@@ -127,8 +64,8 @@ static int run_host(const char *tag, ...)
     argv[argc] = NULL;
 
     char out[4200], err[4200];
-    snprintf(out, sizeof out, "%s/%s.out", g_dir, tag);
-    snprintf(err, sizeof err, "%s/%s.err", g_dir, tag);
+    snprintf(out, sizeof out, "%s/%s.out", tst_scratch_dir(), tag);
+    snprintf(err, sizeof err, "%s/%s.err", tst_scratch_dir(), tag);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -141,8 +78,8 @@ static int run_host(const char *tag, ...)
     ck_assert(waitpid(pid, &status, 0) == pid);
     free(g_out);
     free(g_err);
-    g_out = slurp(out, NULL);
-    g_err = slurp(err, NULL);
+    g_out = tst_slurp(out, NULL);
+    g_err = tst_slurp(err, NULL);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -162,7 +99,7 @@ typedef struct csv_data {
 static csv_data_t *read_loss_csv(const char *path)
 {
     csv_data_t *c = calloc(1, sizeof *c);
-    char *text = slurp(path, NULL);
+    char *text = tst_slurp(path, NULL);
     ck_assert_msg(strncmp(text, "step,loss\n", 10) == 0, "%s: bad header", path);
     char *save = NULL;
     for (char *line = strtok_r(text + 10, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -318,7 +255,7 @@ static void assert_help_documented(const char *help, const char *doc)
 
 START_TEST(test_help)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     ck_assert_int_eq(run_host("top", "--help", NULL), 0);
     ck_assert_contains(g_out, "Usage: auxtrunk-host");
     ck_assert_contains(g_out, "bench");
@@ -339,7 +276,7 @@ START_TEST(test_help)
     for (size_t i = 0; i < sizeof bench_opts / sizeof bench_opts[0]; i++)
         ck_assert_contains(g_out, bench_opts[i]);
 
-    char *doc = slurp(AUXTRUNK_HOST_DOC, NULL);
+    char *doc = tst_slurp(AUXTRUNK_HOST_DOC, NULL);
     assert_help_documented(g_out, doc);
     ck_assert_int_eq(run_host("train", "train", "--help", NULL), 0);
     assert_help_documented(g_out, doc);
@@ -347,13 +284,13 @@ START_TEST(test_help)
 
     ck_assert_int_eq(run_host("version", "--version", NULL), 0);
     ck_assert_contains(g_out, "auxtrunk-host");
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
 START_TEST(test_usage_errors)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     ck_assert_int_eq(run_host("u1", "--no-such-option", NULL), 2);
     ck_assert_contains(g_err, "unknown option");
     ck_assert_int_eq(run_host("u2", "--steps", "many", NULL), 2);
@@ -370,7 +307,7 @@ START_TEST(test_usage_errors)
     ck_assert_contains(g_err, "STEP:PATH");
     ck_assert_int_eq(run_host("u10", "--swap-at", "5:a", "--swap-at", "3:b", NULL), 2);
     ck_assert_contains(g_err, "ascending");
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -383,7 +320,7 @@ static int is_mapped(const char *path)
     char real[4096];
     if (!realpath(path, real))
         return 0;
-    char *maps = slurp("/proc/self/maps", NULL);
+    char *maps = tst_slurp("/proc/self/maps", NULL);
     int found = strstr(maps, real) != NULL;
     free(maps);
     return found;
@@ -417,18 +354,18 @@ static const char *refusal_dir(const refusal_t *r)
     if (r->dir[0] != '@')
         return r->dir;
     if (strcmp(r->dir, "@missing") == 0)
-        return path_in("missing");
-    const char *d = path_in(r->dir + 1);
+        return tst_path_in("missing");
+    const char *d = tst_path_in(r->dir + 1);
     ck_assert(mkdir(d, 0755) == 0);
     char file[4200];
     snprintf(file, sizeof file, "%s/libauxtrunk.so", d);
     if (strcmp(r->dir, "@notelf") == 0) {
         const char text[] = "this is not a shared object\n";
-        spit(file, text, sizeof text - 1);
+        tst_spit(file, text, sizeof text - 1, 0644);
     } else if (strcmp(r->dir, "@truncated") == 0) {
         size_t n;
-        char *so = slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &n);
-        spit(file, so, n / 3);
+        char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &n);
+        tst_spit(file, so, n / 3, 0644);
         free(so);
     }
     return d;
@@ -436,7 +373,7 @@ static const char *refusal_dir(const refusal_t *r)
 
 START_TEST(test_loader_refuses)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     const refusal_t *r = &refusals[_i];
     const char *dir = refusal_dir(r);
     ath_plugin_t pl;
@@ -451,7 +388,7 @@ START_TEST(test_loader_refuses)
     char file[4200];
     ath_plugin_file(dir, file, sizeof file);
     ck_assert_msg(!is_mapped(file), "%s: %s still mapped after refusal", r->what, file);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -494,8 +431,8 @@ END_TEST
 
 START_TEST(test_cli_refusals)
 {
-    scratch();
-    ck_assert_int_eq(run_host("missing", "--plugin-dir", path_in("nope"), "--steps", "1", NULL),
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    ck_assert_int_eq(run_host("missing", "--plugin-dir", tst_path_in("nope"), "--steps", "1", NULL),
                      3);
     ck_assert_contains(g_err, "does not exist");
     ck_assert_int_eq(run_host("abi", "--plugin-dir", FX_DIR "/abi_new", "--steps", "1", NULL), 3);
@@ -504,7 +441,7 @@ START_TEST(test_cli_refusals)
     ck_assert_contains(g_err, "broken plugin");
     ck_assert_int_eq(run_host("init", "--plugin-dir", FX_DIR "/init_fails", NULL), 3);
     ck_assert_contains(g_err, "init(");
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -536,8 +473,8 @@ END_TEST
 
 START_TEST(test_default_task_trains)
 {
-    scratch();
-    const char *csv = path_in("loss.csv");
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *csv = tst_path_in("loss.csv");
     int rc = run_host("train", "--csv", csv, NULL);
     ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
     ck_assert_contains(g_out, "steps/s");
@@ -557,7 +494,7 @@ START_TEST(test_default_task_trains)
     ck_assert_msg(c->loss[0] >= 100.0 * worst_end, "loss %.6g -> %.6g: less than 100x",
                   c->loss[0], worst_end);
     free(c);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -566,28 +503,30 @@ END_TEST
 
 START_TEST(test_resume_bit_exact)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)(tst_seed("test_host") % 1000000));
     const char *common[] = {"--batch", "16", "--seed", seed, "--quiet"};
 #define COMMON common[0], common[1], common[2], common[3], common[4]
-    ck_assert_int_eq(run_host("full", COMMON, "--steps", "200", "--csv", path_in("full.csv"),
-                              "--checkpoint", path_in("full.ck"), NULL),
+    ck_assert_int_eq(run_host("full", COMMON, "--steps", "200", "--csv", tst_path_in("full.csv"),
+                              "--checkpoint", tst_path_in("full.ck"), NULL),
                      0);
     ck_assert_int_eq(run_host("part", COMMON, "--steps", "70", "--checkpoint-every", "25",
-                              "--csv", path_in("a.csv"), "--checkpoint", path_in("part.ck"), NULL),
+                              "--csv", tst_path_in("a.csv"), "--checkpoint",
+                              tst_path_in("part.ck"), NULL),
                      0);
-    ck_assert_int_eq(run_host("resume", COMMON, "--steps", "200", "--resume", path_in("part.ck"),
-                              "--csv", path_in("b.csv"), "--checkpoint", path_in("part.ck"), NULL),
+    ck_assert_int_eq(run_host("resume", COMMON, "--steps", "200", "--resume",
+                              tst_path_in("part.ck"), "--csv", tst_path_in("b.csv"),
+                              "--checkpoint", tst_path_in("part.ck"), NULL),
                      0);
 #undef COMMON
     ck_assert_contains(g_out, "summary: 130 steps (71..200)");
 
     /* Loss curve: the two halves, joined, are the full run's byte for byte. */
     size_t nf, na, nb;
-    char *full = slurp(path_in("full.csv"), &nf);
-    char *a = slurp(path_in("a.csv"), &na);
-    char *b = slurp(path_in("b.csv"), &nb);
+    char *full = tst_slurp(tst_path_in("full.csv"), &nf);
+    char *a = tst_slurp(tst_path_in("a.csv"), &na);
+    char *b = tst_slurp(tst_path_in("b.csv"), &nb);
     const char *hdr = "step,loss\n";
     ck_assert(strncmp(b, hdr, strlen(hdr)) == 0);
     ck_assert_uint_eq(na + nb - strlen(hdr), nf);
@@ -595,20 +534,20 @@ START_TEST(test_resume_bit_exact)
     ck_assert_msg(memcmp(full + na, b + strlen(hdr), nb - strlen(hdr)) == 0,
                   "resumed loss curve differs from the uninterrupted run");
     /* Final parameters and optimizer state: the checkpoints are identical. */
-    char *ck_full = slurp(path_in("full.ck"), &nf);
-    char *ck_part = slurp(path_in("part.ck"), &na);
+    char *ck_full = tst_slurp(tst_path_in("full.ck"), &nf);
+    char *ck_part = tst_slurp(tst_path_in("part.ck"), &na);
     ck_assert_uint_eq(na, nf);
     ck_assert_msg(memcmp(ck_full, ck_part, nf) == 0,
                   "final parameters/Adam state differ after resume");
     /* Atomic writes leave no temporary files behind. */
-    DIR *dir = opendir(g_dir);
+    DIR *dir = opendir(tst_scratch_dir());
     ck_assert(dir != NULL);
     for (struct dirent *e; (e = readdir(dir)) != NULL;)
         ck_assert_msg(strstr(e->d_name, ".tmp.") == NULL, "temporary file %s left behind",
                       e->d_name);
     closedir(dir);
     free(full), free(a), free(b), free(ck_full), free(ck_part);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -638,12 +577,12 @@ static const bad_ckpt_t bad_ckpts[] = {
 
 START_TEST(test_bad_checkpoint_refused)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     const bad_ckpt_t *c = &bad_ckpts[_i];
-    const char *good = path_in("good.ck"), *bad = path_in("bad.ck");
+    const char *good = tst_path_in("good.ck"), *bad = tst_path_in("bad.ck");
     ck_assert_int_eq(run_host("make", SMALL, "--steps", "5", "--checkpoint", good, NULL), 0);
     size_t n;
-    unsigned char *d = (unsigned char *)slurp(good, &n);
+    unsigned char *d = (unsigned char *)tst_slurp(good, &n);
     ck_assert_uint_eq(n, ATH_CKPT_HEADER_SIZE + 3 * 4 * (8 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4));
     const char *topo_h1 = "8", *batch = "8", *seed = "1";
     switch (_i) {
@@ -662,7 +601,7 @@ START_TEST(test_bad_checkpoint_refused)
     case 12: break;
     }
     if (_i != 12)
-        spit(bad, d, n);
+        tst_spit(bad, d, n, 0644);
     if (_i == 11) {
         FILE *f = fopen(bad, "ab");
         fputs("extra", f);
@@ -679,20 +618,20 @@ START_TEST(test_bad_checkpoint_refused)
         ck_assert_contains(g_err, c->text);
     }
     free(d);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
 /* A refused checkpoint writes nothing into the caller's arrays. */
 START_TEST(test_checkpoint_load_writes_nothing)
 {
-    scratch();
-    const char *good = path_in("good.ck");
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *good = tst_path_in("good.ck");
     ck_assert_int_eq(run_host("make", SMALL, "--steps", "3", "--checkpoint", good, NULL), 0);
     size_t n;
-    unsigned char *d = (unsigned char *)slurp(good, &n);
+    unsigned char *d = (unsigned char *)tst_slurp(good, &n);
     d[n - 1] ^= 0x80;
-    spit(good, d, n);
+    tst_spit(good, d, n, 0644);
     const size_t P = 8 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4;
     float params[200], m[200], v[200];
     for (size_t i = 0; i < 200; i++)
@@ -708,12 +647,12 @@ START_TEST(test_checkpoint_load_writes_nothing)
     ck_assert(memcmp(&got, &got0, sizeof got) == 0);
     /* The intact file loads. */
     d[n - 1] ^= 0x80;
-    spit(good, d, n);
+    tst_spit(good, d, n, 0644);
     ck_assert_msg(ath_ckpt_load(good, &expect, &got, params, m, v, P, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(got.step, 3);
     ck_assert_uint_eq(got.adam_t, 3);
     free(d);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -729,27 +668,27 @@ END_TEST
 
 START_TEST(test_csv_svg_written)
 {
-    scratch();
-    const char *csv = path_in("loss.csv"), *svg = path_in("loss.svg");
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *csv = tst_path_in("loss.csv"), *svg = tst_path_in("loss.svg");
     ck_assert_int_eq(run_host("run", SMALL, "--steps", "50", "--csv", csv, "--svg", svg, NULL), 0);
     csv_data_t *c = read_loss_csv(csv);
     ck_assert_int_eq(c->n, 50);
     for (int i = 0; i < c->n; i++)
         ck_assert_uint_eq(c->step[i], (uint64_t)i + 1);
     free(c);
-    char *doc = slurp(svg, NULL);
+    char *doc = tst_slurp(svg, NULL);
     const char *why = xml_check(doc, "svg");
     ck_assert_msg(why == NULL, "SVG not well-formed: %s", why ? why : "");
     ck_assert_contains(doc, "<polyline");
     ck_assert_contains(doc, "log scale");
     free(doc);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
 START_TEST(test_svg_edge_cases)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     /* The checker itself must reject broken documents. */
     ck_assert(xml_check("<svg><g></svg>", "svg") != NULL);
     ck_assert(xml_check("<svg a=\"<\"/>", "svg") != NULL);
@@ -758,14 +697,14 @@ START_TEST(test_svg_edge_cases)
 
     ath_curve_t c = {0};
     ath_err_t err;
-    const char *svg = path_in("edge.svg");
+    const char *svg = tst_path_in("edge.svg");
     const double losses[] = {NAN, 0.0, INFINITY, -1.0, 0.5, 1e-30, 3e5};
     for (int n = 0; n <= 7; n++) {
         ath_curve_free(&c);
         for (int i = 0; i < n; i++)
             ck_assert_int_eq(ath_curve_push(&c, (uint64_t)i + 10, losses[i], &err), 0);
         ck_assert_int_eq(ath_svg_write(svg, &c, "title <with> \"markup\" & more", &err), 0);
-        char *doc = slurp(svg, NULL);
+        char *doc = tst_slurp(svg, NULL);
         const char *why = xml_check(doc, "svg");
         ck_assert_msg(why == NULL, "%d points: %s", n, why ? why : "");
         ck_assert_contains(doc, "&lt;with&gt;");
@@ -781,12 +720,12 @@ START_TEST(test_svg_edge_cases)
         ser[k] = (ath_series_t){k % 2 ? "a<b" : "c&d", k % 3 ? 4 : 1, bx, by};
     for (int n = 0; n <= 10; n += 5) {
         ck_assert_int_eq(ath_svg_loglog(svg, "t&t", "x", "y", ser, n, &err), 0);
-        char *doc = slurp(svg, NULL);
+        char *doc = tst_slurp(svg, NULL);
         const char *why = xml_check(doc, "svg");
         ck_assert_msg(why == NULL, "%d series: %s", n, why ? why : "");
         free(doc);
     }
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -817,14 +756,14 @@ static double field(char *line, int k)
 
 START_TEST(test_bench_cpu)
 {
-    scratch();
-    const char *csv = path_in("bench.csv"), *svg = path_in("bench.svg");
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *csv = tst_path_in("bench.csv"), *svg = tst_path_in("bench.svg");
     int rc = run_host("bench", "bench", "--plugin-dir", CPU_PLUGIN_DIR, "--plugin", "cpu",
                       "--batches", "8,33", "--enc", "64", "--h1", "48", "--h2", "32", "--aux",
                       "16", "--iters", "5", "--warmup", "1", "--min-iters", "2", "--rotate-mib",
                       "1", "--csv", csv, "--svg", svg, NULL);
     ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
-    char *doc = slurp(svg, NULL);
+    char *doc = tst_slurp(svg, NULL);
     const char *why = xml_check(doc, "svg");
     ck_assert_msg(why == NULL, "bench SVG not well-formed: %s", why ? why : "");
     ck_assert_contains(doc, "<polyline");
@@ -833,7 +772,7 @@ START_TEST(test_bench_cpu)
     ck_assert_contains(g_out, "fwd_us");
     ck_assert_contains(g_out, "step_TF/s");
     ck_assert_contains(g_out, "speedup");
-    char *text = slurp(csv, NULL);
+    char *text = tst_slurp(csv, NULL);
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
     ck_assert_contains(line, "plugin,kernel_version,space,enc,h1,h2,aux,batch,iters");
@@ -856,24 +795,24 @@ START_TEST(test_bench_cpu)
     }
     ck_assert_int_eq(rows, 4);
     free(text);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
 START_TEST(test_bench_refused_plugin_continues)
 {
-    scratch();
-    const char *csv = path_in("bench.csv");
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *csv = tst_path_in("bench.csv");
     int rc = run_host("bench", "bench", "--plugin-dir", FX_DIR "/abi_lies", "--plugin-dir",
                       CPU_PLUGIN_DIR, "--batches", "4", "--enc", "16", "--h1", "16", "--h2", "16",
                       "--aux", "8", "--iters", "3", "--warmup", "0", "--rotate-mib", "0", "--csv",
                       csv, NULL);
     ck_assert_int_eq(rc, 3);
     ck_assert_contains(g_err, "incompatible ABI");
-    char *text = slurp(csv, NULL);
+    char *text = tst_slurp(csv, NULL);
     ck_assert_contains(text, "\ncpu-ref,");
     free(text);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 

@@ -16,12 +16,11 @@
  * Training tests run the real program (what an operator runs); watching,
  * security and the soak call the swap API directly. Fork mode; CPU only.
  */
-#define _GNU_SOURCE /* nftw, mkdtemp, strsignal */
+#define _GNU_SOURCE /* strsignal */
 #include <check.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
@@ -40,6 +39,7 @@
 #include "loader.h"
 #include "ref64.h"
 #include "rng.h"
+#include "scratch.h"
 #include "sha256.h"
 #include "swap.h"
 #include "trunk.h"
@@ -53,77 +53,18 @@ extern char **environ;
 /* ------------------------------------------------------------------------- */
 /* Scratch directory, files, subprocesses                                    */
 
-static char g_dir[4096];
-
-static const char *scratch(void)
-{
-    snprintf(g_dir, sizeof g_dir, "%s/scratch-XXXXXX", AUXTRUNK_TEST_TMP);
-    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp %s: %s", g_dir, strerror(errno));
-    ck_assert(chmod(g_dir, 0755) == 0);
-    return g_dir;
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-/* Called at the end of a passing test; a failing one keeps its files. */
-static void scratch_done(void) { nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-static char *path_in(const char *name)
-{
-    static char buf[16][4200];
-    static int k = 0;
-    k = (k + 1) % 16;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    ck_assert(buf != NULL);
-    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            ck_assert(buf != NULL);
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len)
-        *len = n;
-    return buf;
-}
-
-static void spit(const char *path, const void *data, size_t n, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-    ck_assert_msg(fd >= 0, "cannot write %s: %s", path, strerror(errno));
-    ck_assert(write(fd, data, n) == (ssize_t)n);
-    ck_assert(close(fd) == 0);
-    ck_assert(chmod(path, mode) == 0);
-}
-
 static void copy_file(const char *src, const char *dst, mode_t mode)
 {
     size_t n;
-    char *data = slurp(src, &n);
-    spit(dst, data, n, mode);
+    char *data = tst_slurp(src, &n);
+    tst_spit(dst, data, n, mode);
     free(data);
 }
 
 /* A plugin directory (0755) holding a copy of src (0644). */
 static char *plugin_dir(const char *name, const char *src)
 {
-    char *dir = path_in(name);
+    char *dir = tst_path_in(name);
     ck_assert(mkdir(dir, 0755) == 0);
     char file[4300];
     snprintf(file, sizeof file, "%s/libauxtrunk.so", dir);
@@ -159,7 +100,7 @@ static int run_host(const char *tag, ...)
     }
     va_end(ap);
     argv[argc] = NULL;
-    char *out = path_in(tag);
+    char *out = tst_path_in(tag);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -171,7 +112,7 @@ static int run_host(const char *tag, ...)
     int status;
     ck_assert(waitpid(pid, &status, 0) == pid);
     free(g_out);
-    g_out = slurp(out, NULL);
+    g_out = tst_slurp(out, NULL);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -205,7 +146,7 @@ static int count_of(const char *hay, const char *needle)
 static void assert_same_file(const char *a, const char *b)
 {
     size_t na, nb;
-    char *da = slurp(a, &na), *db = slurp(b, &nb);
+    char *da = tst_slurp(a, &na), *db = tst_slurp(b, &nb);
     ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ (%zu vs %zu bytes)", a,
                   b, na, nb);
     free(da);
@@ -221,14 +162,14 @@ static void assert_same_file(const char *a, const char *b)
 static void reference_run(void)
 {
     int rc = run_host("ref.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--csv",
-                      path_in("ref.csv"), "--checkpoint", path_in("ref.ckpt"), NULL);
+                      tst_path_in("ref.csv"), "--checkpoint", tst_path_in("ref.ckpt"), NULL);
     ck_assert_msg(rc == 0, "reference run failed (%d):\n%s", rc, g_out);
 }
 
 static void assert_same_as_reference(const char *csv, const char *ckpt)
 {
-    assert_same_file(path_in("ref.csv"), csv);
-    assert_same_file(path_in("ref.ckpt"), ckpt);
+    assert_same_file(tst_path_in("ref.csv"), csv);
+    assert_same_file(tst_path_in("ref.ckpt"), ckpt);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -416,12 +357,12 @@ START_TEST(test_sha256_vectors)
         ath_sha256_hex(d, many);
         ck_assert_str_eq(one, many);
     }
-    scratch();
-    spit(path_in("abc"), "abc", 3, 0644);
-    ck_assert(ath_sha256_file(path_in("abc"), hex) == 0);
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    tst_spit(tst_path_in("abc"), "abc", 3, 0644);
+    ck_assert(ath_sha256_file(tst_path_in("abc"), hex) == 0);
     ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    ck_assert(ath_sha256_file(path_in("missing"), hex) == -1);
-    scratch_done();
+    ck_assert(ath_sha256_file(tst_path_in("missing"), hex) == -1);
+    tst_scratch_done();
 }
 END_TEST
 
@@ -430,15 +371,16 @@ END_TEST
 
 START_TEST(test_swap_curve_bit_identical)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     reference_run();
     char a1[4400], a2[4400], a3[4400];
     snprintf(a1, sizeof a1, "10:%s", BLOCKED_PLUGIN_DIR);
     snprintf(a2, sizeof a2, "25:%s", CPU_PLUGIN_DIR);
     snprintf(a3, sizeof a3, "31:%s", BLOCKED_SO);
     int rc = run_host("swap.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--csv",
-                      path_in("swap.csv"), "--checkpoint", path_in("swap.ckpt"), "--swap-at", a1,
-                      "--swap-at", a2, "--swap-at", a3, "--rollback-steps", "3", NULL);
+                      tst_path_in("swap.csv"), "--checkpoint", tst_path_in("swap.ckpt"),
+                      "--swap-at", a1, "--swap-at", a2, "--swap-at", a3, "--rollback-steps", "3",
+                      NULL);
     ck_assert_msg(rc == 0, "swapped run failed (%d):\n%s", rc, g_out);
     ck_assert_msg(count_of(g_out, ": took ") == 3, "expected three swaps:\n%s", g_out);
     const char *l = line_with("after step 10 (--swap-at): took cpu-blocked");
@@ -450,14 +392,14 @@ START_TEST(test_swap_curve_bit_identical)
     ck_assert_msg(line_with("after step 31 (--swap-at): took cpu-blocked") != NULL, "%s", g_out);
     ck_assert_msg(line_with("summary: plugin cpu-blocked") != NULL, "%s", g_out);
     ck_assert_msg(line_with("summary: hot-swap: 3 taken, 0 refused") != NULL, "%s", g_out);
-    assert_same_as_reference(path_in("swap.csv"), path_in("swap.ckpt"));
-    scratch_done();
+    assert_same_as_reference(tst_path_in("swap.csv"), tst_path_in("swap.ckpt"));
+    tst_scratch_done();
 }
 END_TEST
 
 START_TEST(test_swap_inexact_within_tolerance)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     char a1[4400];
     snprintf(a1, sizeof a1, "5:%s", FX("inexact"));
     int rc = run_host("inexact.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--swap-at",
@@ -465,7 +407,7 @@ START_TEST(test_swap_inexact_within_tolerance)
     ck_assert_msg(rc == 0, "run failed (%d):\n%s", rc, g_out);
     const char *l = line_with("took fixture");
     ck_assert_msg(l && strstr(l, "within tolerance"), "non-exact version not taken:\n%s", g_out);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -476,8 +418,8 @@ END_TEST
 static void make_bad_files(void)
 {
     size_t n;
-    char *so = slurp(CPU_SO, &n);
-    spit(path_in("truncated.so"), so, n / 2, 0644);
+    char *so = tst_slurp(CPU_SO, &n);
+    tst_spit(tst_path_in("truncated.so"), so, n / 2, 0644);
     Elf64_Ehdr eh;
     memcpy(&eh, so, sizeof eh);
 #if defined(__x86_64__)
@@ -486,15 +428,15 @@ static void make_bad_files(void)
     eh.e_machine = EM_X86_64;
 #endif
     memcpy(so, &eh, sizeof eh);
-    spit(path_in("otherarch.so"), so, n, 0644);
+    tst_spit(tst_path_in("otherarch.so"), so, n, 0644);
     free(so);
     const char text[] = "#!/bin/sh\necho this is not a plugin\n";
-    spit(path_in("notelf.so"), text, sizeof text - 1, 0644);
+    tst_spit(tst_path_in("notelf.so"), text, sizeof text - 1, 0644);
 }
 
 START_TEST(test_refuse_every_bad_file)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     reference_run();
     make_bad_files();
     static const struct {
@@ -519,7 +461,7 @@ START_TEST(test_refuse_every_bad_file)
     static char at[16][4400];
     const char *argv_at[32];
     for (int i = 0; i < n; i++) {
-        const char *f = strchr(bad[i].file, '/') ? bad[i].file : path_in(bad[i].file);
+        const char *f = strchr(bad[i].file, '/') ? bad[i].file : tst_path_in(bad[i].file);
         snprintf(at[i], sizeof at[i], "%d:%s", 2 + 2 * i, f);
         argv_at[2 * i] = "--swap-at";
         argv_at[2 * i + 1] = at[i];
@@ -527,7 +469,7 @@ START_TEST(test_refuse_every_bad_file)
     ck_assert(n == 13);
 #define A2(i) argv_at[2 * (i)], argv_at[2 * (i) + 1]
     int rc = run_host("refuse.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--csv",
-                      path_in("refuse.csv"), "--checkpoint", path_in("refuse.ckpt"),
+                      tst_path_in("refuse.csv"), "--checkpoint", tst_path_in("refuse.ckpt"),
                       "--swap-timeout", "2", A2(0), A2(1), A2(2), A2(3), A2(4), A2(5), A2(6),
                       A2(7), A2(8), A2(9), A2(10), A2(11), A2(12), NULL);
 #undef A2
@@ -552,8 +494,8 @@ START_TEST(test_refuse_every_bad_file)
     const char *l = line_with("after step 14 (--swap-at)");
     ck_assert_msg(l && strstr(l, "(candidate fixture [fixture 1])"), "%s", l ? l : g_out);
     ck_assert_msg(line_with("summary: hot-swap: 0 taken, 13 refused") != NULL, "%s", g_out);
-    assert_same_as_reference(path_in("refuse.csv"), path_in("refuse.ckpt"));
-    scratch_done();
+    assert_same_as_reference(tst_path_in("refuse.csv"), tst_path_in("refuse.ckpt"));
+    tst_scratch_done();
 }
 END_TEST
 
@@ -562,13 +504,13 @@ END_TEST
 
 static void rollback_case(const char *fixture, const char *why)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     reference_run();
     char a1[4400];
     snprintf(a1, sizeof a1, "10:%s", fixture);
     int rc = run_host("rb.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--csv",
-                      path_in("rb.csv"), "--checkpoint", path_in("rb.ckpt"), "--swap-at", a1,
-                      NULL);
+                      tst_path_in("rb.csv"), "--checkpoint", tst_path_in("rb.ckpt"), "--swap-at",
+                      a1, NULL);
     ck_assert_msg(rc == 0, "run failed (%d):\n%s", rc, g_out);
     ck_assert_msg(line_with("after step 10 (--swap-at): took fixture") != NULL, "%s", g_out);
     /* Canary: forward call 1; steps 11 and 12 are calls 2 and 3; step 13 fails. */
@@ -578,8 +520,8 @@ static void rollback_case(const char *fixture, const char *why)
     ck_assert_msg(line_with("summary: plugin cpu-ref") != NULL, "%s", g_out);
     ck_assert_msg(line_with("1 rolled back") != NULL, "%s", g_out);
     /* The failed step was redone with the good version: nothing changed. */
-    assert_same_as_reference(path_in("rb.csv"), path_in("rb.ckpt"));
-    scratch_done();
+    assert_same_as_reference(tst_path_in("rb.csv"), tst_path_in("rb.ckpt"));
+    tst_scratch_done();
 }
 
 START_TEST(test_rollback_on_status) { rollback_case(FX("fail_later"), "internal error"); }
@@ -590,7 +532,7 @@ END_TEST
 
 START_TEST(test_rolled_back_file_refused_again)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     char a1[4400], a2[4400];
     snprintf(a1, sizeof a1, "10:%s", FX("fail_later"));
     snprintf(a2, sizeof a2, "20:%s", FX("fail_later"));
@@ -600,13 +542,13 @@ START_TEST(test_rolled_back_file_refused_again)
     const char *l = line_with("after step 20 (--swap-at): refused");
     ck_assert_msg(l && strstr(l, "rolled-back-before") && strstr(l, "after step 13"), "%s",
                   g_out);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
 START_TEST(test_no_rollback_after_probation)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     char a1[4400];
     snprintf(a1, sizeof a1, "10:%s", FX("fail_later"));
     int rc = run_host("late.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--swap-at", a1,
@@ -615,7 +557,7 @@ START_TEST(test_no_rollback_after_probation)
     ck_assert_msg(line_with("probation over; unloaded cpu-ref") != NULL, "%s", g_out);
     ck_assert_msg(strstr(g_out, "rolled back") == NULL, "%s", g_out);
     ck_assert_msg(strstr(g_out, "internal error") != NULL, "%s", g_out);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -638,7 +580,7 @@ static ath_load_status_t api_open(api_t *a, ath_swap_opts_t *o, const char *plug
 {
     memset(a, 0, sizeof *a);
     a->c = (auxtrunk_config_t){sizeof a->c, 0, 8, 8, 8, 4, 16, -1};
-    snprintf(a->log, sizeof a->log, "%s/api-%d.log", g_dir, (int)getpid());
+    snprintf(a->log, sizeof a->log, "%s/api-%d.log", tst_scratch_dir(), (int)getpid());
     a->logf = fopen(a->log, "w");
     ck_assert(a->logf != NULL);
     o->log = a->logf;
@@ -654,7 +596,7 @@ static ath_load_status_t api_open(api_t *a, ath_swap_opts_t *o, const char *plug
 static char *api_log(api_t *a)
 {
     fflush(a->logf);
-    return slurp(a->log, NULL);
+    return tst_slurp(a->log, NULL);
 }
 
 static void api_close(api_t *a)
@@ -699,7 +641,7 @@ static const char *live_name(const api_t *a) { return a->live.plugin.api.impl_na
 
 static void watch_case(int poll_ms, int copy_over, const char *trigger)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     char *dir = plugin_dir("pd", CPU_SO);
     ath_swap_opts_t o;
     memset(&o, 0, sizeof o);
@@ -730,8 +672,8 @@ static void watch_case(int poll_ms, int copy_over, const char *trigger)
     /* A bad file dropped in is refused and the live version keeps working;
      * a good one after it is taken. */
     char bad[4300];
-    snprintf(bad, sizeof bad, "%s/notelf", g_dir);
-    spit(bad, "not a plugin\n", 13, 0644);
+    snprintf(bad, sizeof bad, "%s/notelf", tst_scratch_dir());
+    tst_spit(bad, "not a plugin\n", 13, 0644);
     deploy_rename(dir, bad);
     api_wait_taken(&a, 2);
     ck_assert_uint_eq(ath_swap_stats(a.s).refused, 1);
@@ -745,7 +687,7 @@ static void watch_case(int poll_ms, int copy_over, const char *trigger)
     ck_assert_str_eq(live_name(&a), "cpu-ref");
     free(log);
     api_close(&a);
-    scratch_done();
+    tst_scratch_done();
 }
 
 START_TEST(test_watch_inotify_rename) { watch_case(0, 0, "(inotify): took cpu-blocked"); }
@@ -759,7 +701,7 @@ END_TEST
 
 START_TEST(test_sighup_swaps_on_demand)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     char *dir = plugin_dir("pd", CPU_SO);
     ath_swap_opts_t o;
     memset(&o, 0, sizeof o); /* no watching: only the signal triggers */
@@ -781,7 +723,7 @@ START_TEST(test_sighup_swaps_on_demand)
     ck_assert_uint_eq(ath_swap_stats(a.s).unchanged, 1);
     free(log);
     api_close(&a);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -795,7 +737,7 @@ static ath_swap_outcome_t try_file(api_t *a, const char *file, ath_swap_result_t
 
 START_TEST(test_security_modes)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     char *dir = plugin_dir("pd", CPU_SO);
     char *cdir = plugin_dir("cand", BLOCKED_SO);
     char cand[4300];
@@ -846,7 +788,7 @@ START_TEST(test_security_modes)
     ck_assert_msg(strstr(err.msg, "writable by others"), "%s", err.msg);
     api_close(&a);
     ck_assert(chmod(dir, 0755) == 0);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -859,12 +801,12 @@ static void write_allow(const char *name, const char *const *files, int n)
         size_t len = strlen(text);
         snprintf(text + len, sizeof text - len, "%s  %s\n", hex, files[i]);
     }
-    spit(path_in(name), text, strlen(text), 0644);
+    tst_spit(tst_path_in(name), text, strlen(text), 0644);
 }
 
 START_TEST(test_security_digest_allow_list)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     const char *cpu_only[] = {CPU_SO}, *both[] = {CPU_SO, BLOCKED_SO}, *blk_only[] = {BLOCKED_SO};
     write_allow("cpu.sha", cpu_only, 1);
     write_allow("both.sha", both, 2);
@@ -875,7 +817,7 @@ START_TEST(test_security_digest_allow_list)
     ath_err_t err;
     ath_swap_result_t res;
 
-    o.sha256_file = path_in("cpu.sha");
+    o.sha256_file = tst_path_in("cpu.sha");
     ck_assert_msg(api_open(&a, &o, CPU_PLUGIN_DIR, &err) == ATH_LOAD_OK, "%s", err.msg);
     ck_assert(try_file(&a, BLOCKED_SO, &res) == ATH_SWAP_REFUSED);
     ck_assert_str_eq(res.reason, "digest");
@@ -883,19 +825,19 @@ START_TEST(test_security_digest_allow_list)
     ck_assert_str_eq(live_name(&a), "cpu-ref");
     api_close(&a);
 
-    o.sha256_file = path_in("both.sha");
+    o.sha256_file = tst_path_in("both.sha");
     ck_assert_msg(api_open(&a, &o, CPU_PLUGIN_DIR, &err) == ATH_LOAD_OK, "%s", err.msg);
     ck_assert_msg(try_file(&a, BLOCKED_SO, &res) == ATH_SWAP_TAKEN, "%s", res.msg);
     api_close(&a);
 
-    o.sha256_file = path_in("blk.sha"); /* the first version must be listed too */
+    o.sha256_file = tst_path_in("blk.sha"); /* the first version must be listed too */
     ck_assert(api_open(&a, &o, CPU_PLUGIN_DIR, &err) == ATH_LOAD_NOT_LOADABLE);
     ck_assert_msg(strstr(err.msg, "not on the allow-list"), "%s", err.msg);
     api_close(&a);
 
-    spit(path_in("junk.sha"), "not-a-digest  x\n", 16, 0644);
+    tst_spit(tst_path_in("junk.sha"), "not-a-digest  x\n", 16, 0644);
     memset(&o, 0, sizeof o);
-    o.sha256_file = path_in("junk.sha");
+    o.sha256_file = tst_path_in("junk.sha");
     auxtrunk_config_t c = {sizeof c, 0, 8, 8, 8, 4, 16, -1};
     ath_swap_t *s = NULL;
     ck_assert(ath_swap_create(&s, &o, &c, -1, &err) != 0);
@@ -903,9 +845,9 @@ START_TEST(test_security_digest_allow_list)
 
     /* And through the program: refused at start with exit code 3. */
     int rc = run_host("sha.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--plugin-sha256",
-                      path_in("blk.sha"), NULL);
+                      tst_path_in("blk.sha"), NULL);
     ck_assert_msg(rc == 3 && strstr(g_out, "not on the allow-list"), "rc %d:\n%s", rc, g_out);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -913,7 +855,7 @@ END_TEST
  * context uses): the same verdicts as the plain fork. */
 START_TEST(test_refuse_exec_vetting)
 {
-    scratch();
+    tst_scratch(AUXTRUNK_TEST_TMP);
     ath_swap_opts_t o;
     memset(&o, 0, sizeof o);
     o.vet_exe = AUXTRUNK_HOST_EXE;
@@ -937,7 +879,7 @@ START_TEST(test_refuse_exec_vetting)
     api_live_works(&a);
     ck_assert_msg(try_file(&a, CPU_SO, &res) == ATH_SWAP_TAKEN, "%s", res.msg);
     api_close(&a);
-    scratch_done();
+    tst_scratch_done();
 }
 END_TEST
 
@@ -946,7 +888,7 @@ END_TEST
 
 static long vm_rss_kb(void)
 {
-    char *s = slurp("/proc/self/status", NULL);
+    char *s = tst_slurp("/proc/self/status", NULL);
     const char *p = strstr(s, "VmRSS:");
     long kb = p ? strtol(p + 6, NULL, 10) : -1;
     free(s);
@@ -966,7 +908,7 @@ static int open_fds(void)
 
 static int plugin_mappings(void)
 {
-    char *s = slurp("/proc/self/maps", NULL);
+    char *s = tst_slurp("/proc/self/maps", NULL);
     int n = count_of(s, "libauxtrunk");
     free(s);
     return n;
@@ -974,8 +916,9 @@ static int plugin_mappings(void)
 
 START_TEST(test_soak_1000_swaps)
 {
-    scratch();
-    setenv("TMPDIR", g_dir, 1); /* the private directory lands here, to be checked */
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    /* The private directory lands here, to be checked. */
+    setenv("TMPDIR", tst_scratch_dir(), 1);
     ath_swap_opts_t o;
     memset(&o, 0, sizeof o);
     o.rollback_steps = 1;
@@ -1016,9 +959,9 @@ START_TEST(test_soak_1000_swaps)
     /* Nothing is left behind: no private copies, no private directory. */
     ck_assert_int_eq(plugin_mappings(), 0);
     char cmd[4400];
-    snprintf(cmd, sizeof cmd, "ls -A %s | grep -q auxtrunk-swap", g_dir);
-    ck_assert_msg(system(cmd) != 0, "a private directory was left in %s", g_dir);
-    scratch_done();
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -q auxtrunk-swap", tst_scratch_dir());
+    ck_assert_msg(system(cmd) != 0, "a private directory was left in %s", tst_scratch_dir());
+    tst_scratch_done();
 }
 END_TEST
 

@@ -1,0 +1,76 @@
+/*
+ * scratch.c — scratch directories and whole-file I/O for Check tests
+ * (scratch.h).
+ */
+#define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
+#include "scratch.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_dir[4096];
+
+const char *tst_scratch(const char *root)
+{
+    snprintf(g_dir, sizeof g_dir, "%s/scratch-XXXXXX", root);
+    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp %s: %s", g_dir, strerror(errno));
+    ck_assert(chmod(g_dir, 0755) == 0);
+    return g_dir;
+}
+
+const char *tst_scratch_dir(void) { return g_dir; }
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+void tst_scratch_done(void) { nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+char *tst_path_in(const char *name)
+{
+    static char buf[16][4200];
+    static int k = 0;
+    k = (k + 1) % 16;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+char *tst_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    ck_assert(buf != NULL);
+    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+            ck_assert(buf != NULL);
+        }
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+void tst_spit(const char *path, const void *data, size_t n, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    ck_assert_msg(fd >= 0, "cannot write %s: %s", path, strerror(errno));
+    ck_assert(write(fd, data, n) == (ssize_t)n);
+    ck_assert(close(fd) == 0);
+    ck_assert(chmod(path, mode) == 0);
+}
