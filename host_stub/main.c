@@ -54,6 +54,24 @@ static const char *exit_codes_help =
     "  4  checkpoint refused (truncated, corrupted, wrong magic/version/topology/\n"
     "     settings) or could not be written\n";
 
+static const char *train_intro =
+    "Usage: auxtrunk-host [train] [options]\n\n"
+    "Trains the auxiliary trunk on a synthetic task: regress a fixed random teacher\n"
+    "network's outputs from synthetic encoder features, fresh samples every step.\n"
+    "The host owns parameters, gradients and Adam state; the plugin computes\n"
+    "forward and backward. Prints progress (step, loss, steps/s) and a summary.\n\n";
+
+static const char *bench_intro =
+    "Usage: auxtrunk-host bench [options]\n\n"
+    "Times forward, backward and a whole step (forward + backward) of one or more\n"
+    "plugins at several batch sizes: median of many iterations after warm-up, on\n"
+    "random inputs rotated among sets larger than an L2 cache. CUDA plugins run\n"
+    "on a non-blocking stream and are timed with CUDA events, host plugins with\n"
+    "the monotonic clock. Prints a table (us per call, TFLOP/s, memory per\n"
+    "handle) and, with --csv, a CSV.\n\n"
+    "FLOP per call: forward = 2*B*(ENC*H1 + H1*H2 + H2*AUX),\n"
+    "backward = 2*B*(ENC*H1 + 2*H1*H2 + 2*H2*AUX), step = the sum.\n\n";
+
 static const char *plugins_help =
     "Plugins: a plugin directory holds one libauxtrunk.so. Without --plugin-dir or\n"
     "--plugin, $AUXTRUNK_PLUGIN_DIR is used if set, else the CPU plugin next to this\n"
@@ -61,14 +79,18 @@ static const char *plugins_help =
     "<build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu when\n"
     "installed. --plugin NAME picks <plugins root>/NAME (cpu, cuda-v1, ...).\n";
 
-static void print_options(const opt_t *opts, size_t n)
+/* A command's --help: its usage and description, the options, then the
+ * plugin lookup and the exit codes every command shares. */
+static void print_help(const char *intro, const opt_t *opts, size_t n)
 {
+    printf("%sOptions:\n", intro);
     for (size_t i = 0; i < n; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
                  opts[i].arg ? opts[i].arg : "");
         printf("  %-24s %s\n", left, opts[i].help);
     }
+    printf("  %-24s %s\n\n%s\n%s", "--help", "this text", plugins_help, exit_codes_help);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -224,13 +246,18 @@ static int parse(int argc, char **argv, int first, const opt_t *opts, size_t n_o
     return 0;
 }
 
-static int check_width(const char *cmd, const char *name, int v)
+/* --enc, --h1, --h2, --aux each in [1, AUXTRUNK_MAX_WIDTH]; the first one
+ * outside is reported. */
+static int check_widths(const char *cmd, int enc, int h1, int h2, int aux)
 {
-    if (v < 1 || v > AUXTRUNK_MAX_WIDTH) {
-        fprintf(stderr, "auxtrunk-host %s: --%s %d is outside [1, %d]\n", cmd, name, v,
-                AUXTRUNK_MAX_WIDTH);
-        return -1;
-    }
+    const char *names[4] = {"enc", "h1", "h2", "aux"};
+    const int v[4] = {enc, h1, h2, aux};
+    for (int i = 0; i < 4; i++)
+        if (v[i] < 1 || v[i] > AUXTRUNK_MAX_WIDTH) {
+            fprintf(stderr, "auxtrunk-host %s: --%s %d is outside [1, %d]\n", cmd, names[i],
+                    v[i], AUXTRUNK_MAX_WIDTH);
+            return -1;
+        }
     return 0;
 }
 
@@ -299,20 +326,12 @@ static int cmd_train(int argc, char **argv, int first)
     const size_t n_opts = sizeof opts / sizeof opts[0];
     int p = parse(argc, argv, first, opts, n_opts, "train");
     if (p == 1) {
-        printf("Usage: auxtrunk-host [train] [options]\n\n"
-               "Trains the auxiliary trunk on a synthetic task: regress a fixed random teacher\n"
-               "network's outputs from synthetic encoder features, fresh samples every step.\n"
-               "The host owns parameters, gradients and Adam state; the plugin computes\n"
-               "forward and backward. Prints progress (step, loss, steps/s) and a summary.\n\n"
-               "Options:\n");
-        print_options(opts, n_opts);
-        printf("  %-24s %s\n\n%s\n%s", "--help", "this text", plugins_help, exit_codes_help);
+        print_help(train_intro, opts, n_opts);
         return ATH_EXIT_OK;
     }
     if (p != 0)
         return ATH_EXIT_USAGE;
-    if (check_width("train", "enc", o.enc) || check_width("train", "h1", o.h1) ||
-        check_width("train", "h2", o.h2) || check_width("train", "aux", o.aux))
+    if (check_widths("train", o.enc, o.h1, o.h2, o.aux) != 0)
         return ATH_EXIT_USAGE;
     if (batch < 1 || batch > AUXTRUNK_MAX_BATCH) {
         fprintf(stderr, "auxtrunk-host train: --batch %d is outside [1, %d]\n", batch,
@@ -397,24 +416,12 @@ static int cmd_bench(int argc, char **argv, int first)
     const size_t n_opts = sizeof opts / sizeof opts[0];
     int p = parse(argc, argv, first, opts, n_opts, "bench");
     if (p == 1) {
-        printf("Usage: auxtrunk-host bench [options]\n\n"
-               "Times forward, backward and a whole step (forward + backward) of one or more\n"
-               "plugins at several batch sizes: median of many iterations after warm-up, on\n"
-               "random inputs rotated among sets larger than an L2 cache. CUDA plugins run\n"
-               "on a non-blocking stream and are timed with CUDA events, host plugins with\n"
-               "the monotonic clock. Prints a table (us per call, TFLOP/s, memory per\n"
-               "handle) and, with --csv, a CSV.\n\n"
-               "FLOP per call: forward = 2*B*(ENC*H1 + H1*H2 + H2*AUX),\n"
-               "backward = 2*B*(ENC*H1 + 2*H1*H2 + 2*H2*AUX), step = the sum.\n\n"
-               "Options:\n");
-        print_options(opts, n_opts);
-        printf("  %-24s %s\n\n%s\n%s", "--help", "this text", plugins_help, exit_codes_help);
+        print_help(bench_intro, opts, n_opts);
         return ATH_EXIT_OK;
     }
     if (p != 0)
         return ATH_EXIT_USAGE;
-    if (check_width("bench", "enc", o.enc) || check_width("bench", "h1", o.h1) ||
-        check_width("bench", "h2", o.h2) || check_width("bench", "aux", o.aux))
+    if (check_widths("bench", o.enc, o.h1, o.h2, o.aux) != 0)
         return ATH_EXIT_USAGE;
     if (o.iters < 1 || o.warmup < 0 || o.min_iters < 1 || o.min_iters > o.iters ||
         !(o.budget_s >= 0)) {
