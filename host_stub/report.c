@@ -101,6 +101,39 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
+/* Opens path and writes what every chart starts with: the header, a white
+ * background and the title. NULL (with the error) if it cannot be opened. */
+static FILE *svg_begin(const char *path, const char *title, ath_err_t *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", W / 2);
+    put_escaped(f, title);
+    fputs("</text>\n", f);
+    return f;
+}
+
+/* Closes the document and the file. Returns 0, or -1 if anything failed to
+ * be written. */
+static int svg_end(FILE *f, const char *path, ath_err_t *err)
+{
+    fputs("</svg>\n", f);
+    int bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad)
+        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
+    return 0;
+}
+
 /* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks. */
 static double nice_step(double span, int n)
 {
@@ -138,18 +171,9 @@ int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath
 #define XS(s) (ML + ((s) - s0) / (s1 - s0) * pw)
 #define YS(l) (MT + ((double)d1 - log10(l)) / (double)(d1 - d0) * ph)
 
-    FILE *f = fopen(path, "w");
+    FILE *f = svg_begin(path, title, err);
     if (!f)
-        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
-    fprintf(f,
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", W / 2);
-    put_escaped(f, title);
-    fputs("</text>\n", f);
+        return -1;
 
     /* Decade grid lines and labels on the loss axis. */
     fputs("<g stroke=\"#dddddd\" stroke-width=\"1\">\n", f);
@@ -199,14 +223,9 @@ int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath
         }
         fputs("\"/>\n", f);
     }
-    fputs("</svg>\n", f);
 #undef XS
 #undef YS
-    int bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad)
-        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
-    return 0;
+    return svg_end(f, path, err);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -247,18 +266,10 @@ int ath_svg_loglog(const char *path, const char *title, const char *xlabel, cons
 #define LX(v) (ML + (log10(v) - x0) / (x1 - x0) * pw)
 #define LY(v) (MT + (y1 - log10(v)) / (y1 - y0) * ph)
 
-    FILE *f = fopen(path, "w");
+    FILE *f = svg_begin(path, title, err);
     if (!f)
-        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
-    fprintf(f,
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", W / 2);
-    put_escaped(f, title);
-    fputs("</text>\n<g stroke=\"#dddddd\" stroke-width=\"1\">\n", f);
+        return -1;
+    fputs("<g stroke=\"#dddddd\" stroke-width=\"1\">\n", f);
     for (double d = x0; d <= x1; d++)
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.0f\"/>\n",
                 LX(pow(10, d)), MT, LX(pow(10, d)), MT + ph);
@@ -305,12 +316,7 @@ int ath_svg_loglog(const char *path, const char *title, const char *xlabel, cons
         put_escaped(f, s->name);
         fputs("</text>\n</g>\n", f);
     }
-    fputs("</svg>\n", f);
 #undef LX
 #undef LY
-    int bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad)
-        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
-    return 0;
+    return svg_end(f, path, err);
 }
