@@ -145,37 +145,40 @@ static int32_t host_destroy(auxtrunk_handle_t *h)
 /* ------------------------------------------------------------------------- */
 /* Forward, inference, backward                                              */
 
-static int32_t host_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
-                            int32_t batch, float *out, uint32_t flags, void *stream)
+/* forward and infer differ only in the kernel (infer keeps its activations
+ * in its own scratch) and in whether the batch is recorded. */
+static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
+                           int32_t batch, float *out, uint32_t flags, int record)
 {
-    (void)stream; /* host plugin: synchronous */
     int32_t st = atp_check_handle(h);
     if (st != AUXTRUNK_OK)
         return st;
     if ((st = atp_check_forward(&h->base, params, x, batch, out, flags, NULL)) != AUXTRUNK_OK)
         return st;
     host_fpenv_t env = fpenv_enter();
-    K->forward(&h->base.dims, params, x, batch, h->h1, h->h2, out);
+    if (record)
+        K->forward(&h->base.dims, params, x, batch, h->h1, h->h2, out);
+    else
+        K->infer(&h->base.dims, params, x, batch, out, h->infer_ws);
     fpenv_leave(env);
-    h->base.recorded_batch = batch;
+    if (record)
+        h->base.recorded_batch = batch;
     atp_ok(&h->base);
     return AUXTRUNK_OK;
+}
+
+static int32_t host_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
+                            int32_t batch, float *out, uint32_t flags, void *stream)
+{
+    (void)stream; /* host plugin: synchronous */
+    return run_forward(h, params, x, batch, out, flags, 1);
 }
 
 static int32_t host_infer(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
                           int32_t batch, float *out, uint32_t flags, void *stream)
 {
     (void)stream;
-    int32_t st = atp_check_handle(h);
-    if (st != AUXTRUNK_OK)
-        return st;
-    if ((st = atp_check_forward(&h->base, params, x, batch, out, flags, NULL)) != AUXTRUNK_OK)
-        return st;
-    host_fpenv_t env = fpenv_enter();
-    K->infer(&h->base.dims, params, x, batch, out, h->infer_ws);
-    fpenv_leave(env);
-    atp_ok(&h->base);
-    return AUXTRUNK_OK;
+    return run_forward(h, params, x, batch, out, flags, 0);
 }
 
 static int32_t host_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *params,
