@@ -57,6 +57,60 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
                         const float *h2, const float *dout, int batch, const v2_grads_t *g,
                         int accumulate, float *workspace, cudaStream_t stream);
 
+/* ------------------------------------------------------------------------- */
+/* Fast mode (AUXTRUNK_CONFIG_FAST): trunk_v2_fast.cu                        */
+/*
+ * The same trunk on TF32 tensor cores (mma.sync.m16n8k8, operands rounded to
+ * TF32 with cvt.rna, fp32 accumulation). Not bit-exact and not the canonical
+ * order; still deterministic (no atomics, a summation order fixed by the
+ * widths and the batch), still capture-friendly (no allocation, no
+ * synchronisation, launches on the given stream only), and x is never
+ * differentiated.
+ *
+ * Tolerance, against the double reference with the norm-relative measure of
+ * every numeric test (max |got - ref| / max |ref| per tensor, ref64_max_rel_err):
+ *     V2_FAST_TOL = 1e-2 for out and each of the six gradients.
+ * Why: TF32 keeps 10 explicit mantissa bits, so rounding an operand costs at
+ * most u = 2^-11 = 4.9e-4 relative, and one product of two rounded operands
+ * at most 2u = 9.8e-4. Round-to-nearest errors are unbiased and independent
+ * across the terms of a dot product, so a K-term sum picks up an error that
+ * grows like sqrt(K), as the sum itself does: a GEMM stage adds about 2u of
+ * norm-relative error whatever K is (fp32 accumulation adds ~1e-7·sqrt(K),
+ * negligible). The longest chain of TF32 stages in the trunk is five deep
+ * (x·W1, h1·W2, dout·W3ᵀ, dh2·W2ᵀ, xᵀ·dh1 for dW1); adding the five
+ * stages' errors linearly, as if they never cancelled, gives 5 · 2u = 4.9e-3.
+ * The tolerance doubles that. Expected measurements: about 1e-3.
+ *
+ * Domain: every width a multiple of 4 and every pointer 16-byte aligned; the
+ * batch is arbitrary. Outside it, the calls run the exact kernels above
+ * (canonical bits). Workspace: the larger of the exact kernels' and the fast
+ * kernels' (dh2/dh1 [max_batch, H2+H1] plus nc chunk partials of all P
+ * parameters, nc <= min(264 / weight tiles, ceil(max_batch / 256)): 26 for
+ * the production topology), since either may run.
+ */
+
+/* The tolerance above, for tests and documentation. */
+#define V2_FAST_TOL 1e-2
+
+/* 1 if the fast kernels take this topology (every width a multiple of 4). */
+int v2_fast_supported(v2_dims_t d);
+
+/* Floats of workspace v2_fast_backward needs for batches up to max_batch
+ * (at least v2_workspace_floats, for the exact fallback). */
+size_t v2_fast_workspace_floats(v2_dims_t d, int max_batch);
+
+/* v2_prepare, plus the fast kernels: loads them and raises their dynamic
+ * shared-memory limit (96 KiB per block). Once per device at init. */
+cudaError_t v2_fast_prepare(void);
+
+/* As v2_forward / v2_backward, in fast mode (exact kernels outside the fast
+ * domain). workspace holds v2_fast_workspace_floats. */
+cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
+                            float *h1, float *h2, float *out, cudaStream_t stream);
+cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const float *x, const float *h1,
+                             const float *h2, const float *dout, int batch, const v2_grads_t *g,
+                             int accumulate, float *workspace, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
