@@ -56,7 +56,7 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     const size_t rows = (size_t)dims.max_batch;
     const size_t b1 = aligned(rows * (size_t)dims.h1 * sizeof(float));
     const size_t b2 = aligned(rows * (size_t)dims.h2 * sizeof(float));
-    const size_t bw = aligned(K->workspace_bytes(&dims));
+    const size_t bw = aligned(K->workspace_bytes(&dims, flags));
     h->block_bytes = 2 * (b1 + b2) + bw;
 
     atc_device_guard_t g;
@@ -64,7 +64,7 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
         goto fail;
     st = ATC_CHECK(&h->base, cudaMalloc(&h->block, h->block_bytes));
     if (st == AUXTRUNK_OK) {
-        st = ATC_CHECK(&h->base, K->prepare());
+        st = ATC_CHECK(&h->base, K->prepare(flags));
         if (st != AUXTRUNK_OK)
             (void)ATC_CHECK(NULL, cudaFree(h->block)); /* keeps the first error */
     }
@@ -124,9 +124,9 @@ static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params
     atc_device_guard_t g;
     if ((st = atc_device_enter(&g, &h->base, h->device)) != AUXTRUNK_OK)
         return st;
-    st = ATC_CHECK(&h->base, K->forward(&h->base.dims, params, x, batch, record ? h->h1 : h->ih1,
-                                        record ? h->h2 : h->ih2, out, h->workspace,
-                                        (cudaStream_t)stream));
+    st = ATC_CHECK(&h->base, K->forward(&h->base.dims, h->base.config_flags, params, x, batch,
+                                        record ? h->h1 : h->ih1, record ? h->h2 : h->ih2, out,
+                                        h->workspace, (cudaStream_t)stream));
     st = atc_device_leave(&g, &h->base, st);
 
     if (record)
@@ -165,8 +165,9 @@ static int32_t cuda_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
     if ((st = atc_device_enter(&g, &h->base, h->device)) != AUXTRUNK_OK)
         return st;
     const int accumulate = (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0;
-    st = ATC_CHECK(&h->base, K->backward(&h->base.dims, params, x, h->h1, h->h2, dout, batch,
-                                         grads, accumulate, h->workspace, (cudaStream_t)stream));
+    st = ATC_CHECK(&h->base, K->backward(&h->base.dims, h->base.config_flags, params, x, h->h1,
+                                         h->h2, dout, batch, grads, accumulate, h->workspace,
+                                         (cudaStream_t)stream));
     st = atc_device_leave(&g, &h->base, st);
     if (st == AUXTRUNK_OK)
         atp_ok(&h->base);

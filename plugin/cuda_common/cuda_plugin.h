@@ -11,7 +11,8 @@
  *   h1, h2     [max_batch, H1], [max_batch, H2]  recorded by forward for backward
  *   ih1, ih2   the same shapes                   infer's activations, so that
  *                                                infer never touches the record
- *   workspace  kernels->workspace_bytes(dims)    the kernel set's own scratch
+ *   workspace  kernels->workspace_bytes(dims,    the kernel set's own scratch
+ *              config flags)
  * The host orders the handle's calls; the device work of two calls on one
  * handle must not overlap either (same stream, or an event between them),
  * since they share these buffers.
@@ -37,17 +38,22 @@ typedef struct atc_kernels {
     uint64_t caps;              /* must include AUXTRUNK_CAP_MEM_CUDA */
     uint32_t config_flags;      /* AUXTRUNK_CONFIG_* bits init accepts */
 
+    /* Every entry below receives the handle's config flags (config_flags:
+     * the AUXTRUNK_CONFIG_* bits its init accepted, a subset of the field
+     * above), so that a kernel set can choose its mode, e.g. fast mode. */
+
     /* Device workspace bytes a handle of these dims needs beyond h1/h2/ih1/ih2. */
-    size_t (*workspace_bytes)(const atp_dims_t *dims);
+    size_t (*workspace_bytes)(const atp_dims_t *dims, uint32_t config_flags);
     /* Loads every kernel on the current device (once per handle, at init), so
      * that no later launch loads code, e.g. inside a host's graph capture. */
-    cudaError_t (*prepare)(void);
+    cudaError_t (*prepare)(uint32_t config_flags);
     /* h1, h2 are the record or infer's scratch; arguments are validated. */
-    cudaError_t (*forward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                           int batch, float *h1, float *h2, float *out, void *workspace,
-                           cudaStream_t stream);
-    cudaError_t (*backward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                            const float *h1, const float *h2, const float *dout, int batch,
+    cudaError_t (*forward)(const atp_dims_t *dims, uint32_t config_flags,
+                           const auxtrunk_params_t *p, const float *x, int batch, float *h1,
+                           float *h2, float *out, void *workspace, cudaStream_t stream);
+    cudaError_t (*backward)(const atp_dims_t *dims, uint32_t config_flags,
+                            const auxtrunk_params_t *p, const float *x, const float *h1,
+                            const float *h2, const float *dout, int batch,
                             const auxtrunk_grads_t *g, int accumulate, void *workspace,
                             cudaStream_t stream);
 } atc_kernels_t;

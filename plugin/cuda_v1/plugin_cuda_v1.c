@@ -30,25 +30,34 @@ static v1_params_t params_of(const auxtrunk_params_t *p)
 }
 
 /* dh2 [max_batch, H2] then dh1 [max_batch, H1]. */
-static size_t workspace_bytes(const atp_dims_t *d)
+static size_t workspace_bytes(const atp_dims_t *d, uint32_t config_flags)
 {
+    (void)config_flags; /* no AUXTRUNK_CONFIG_FAST: init refuses it */
     return (size_t)d->max_batch * ((size_t)d->h2 + (size_t)d->h1) * sizeof(float);
 }
 
-static cudaError_t forward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                           int batch, float *h1, float *h2, float *out, void *workspace,
-                           cudaStream_t stream)
+static cudaError_t prepare(uint32_t config_flags)
 {
-    (void)workspace;
+    (void)config_flags;
+    return v1_prepare();
+}
+
+static cudaError_t forward(const atp_dims_t *d, uint32_t config_flags, const auxtrunk_params_t *p,
+                           const float *x, int batch, float *h1, float *h2, float *out,
+                           void *workspace, cudaStream_t stream)
+{
+    (void)config_flags, (void)workspace;
     v1_params_t v = params_of(p);
     return v1_forward(dims_of(d), &v, x, batch, h1, h2, out, stream);
 }
 
-static cudaError_t backward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                            const float *h1, const float *h2, const float *dout, int batch,
+static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
+                            const auxtrunk_params_t *p, const float *x, const float *h1,
+                            const float *h2, const float *dout, int batch,
                             const auxtrunk_grads_t *g, int accumulate, void *workspace,
                             cudaStream_t stream)
 {
+    (void)config_flags;
     v1_params_t v = params_of(p);
     v1_grads_t gr = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
     float *dh2 = workspace;
@@ -64,7 +73,7 @@ const atc_kernels_t atc_plugin_kernels = {
             AUXTRUNK_CAP_GRAPH_CAPTURE,
     .config_flags = 0,
     .workspace_bytes = workspace_bytes,
-    .prepare = v1_prepare,
+    .prepare = prepare,
     .forward = forward,
     .backward = backward,
 };

@@ -2,12 +2,18 @@
  * plugin_cuda_v2.c — libauxtrunk.so "cuda-v2": kernels/cuda_v2 (register-tiled,
  * fused epilogues, split-batch gradients; exact, deterministic,
  * graph-capturable) behind the shared CUDA adapter (plugin/cuda_common/
- * cuda_plugin.c). This file only translates ABI types into kernel types.
+ * cuda_plugin.c). This file only translates ABI types into kernel types and
+ * picks the mode: a handle configured with AUXTRUNK_CONFIG_FAST runs the TF32
+ * kernels of trunk_v2_fast.cu (AUXTRUNK_CAP_FAST_MODE; not bit-exact,
+ * tolerance V2_FAST_TOL = 1e-2 against the double reference, see trunk_v2.h),
+ * any other handle the exact kernels (AUXTRUNK_CAP_EXACT holds for it).
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
  * v2_workspace_floats(dims, max_batch) floats = dh2/dh1 [max_batch, H2+H1]
  * plus, when max_batch > 256, ceil(max_batch/256) chunk partials of all P
- * parameters (production topology, max_batch 65,536: 32 MiB + 161 MiB).
+ * parameters (production topology, max_batch 65,536: 32 MiB + 161 MiB); in
+ * fast mode v2_fast_workspace_floats, which is never less (the exact kernels
+ * run for topologies or pointers outside the fast kernels' domain).
  */
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"
@@ -23,27 +29,41 @@ static v2_dims_t dims_of(const atp_dims_t *d)
     return v;
 }
 
-static size_t workspace_bytes(const atp_dims_t *d)
+static int fast(uint32_t config_flags) { return (config_flags & AUXTRUNK_CONFIG_FAST) != 0; }
+
+static size_t workspace_bytes(const atp_dims_t *d, uint32_t config_flags)
 {
-    return v2_workspace_floats(dims_of(d), d->max_batch) * sizeof(float);
+    const size_t floats = fast(config_flags) ? v2_fast_workspace_floats(dims_of(d), d->max_batch)
+                                             : v2_workspace_floats(dims_of(d), d->max_batch);
+    return floats * sizeof(float);
 }
 
-static cudaError_t forward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                           int batch, float *h1, float *h2, float *out, void *workspace,
-                           cudaStream_t stream)
+static cudaError_t prepare(uint32_t config_flags)
+{
+    return fast(config_flags) ? v2_fast_prepare() : v2_prepare();
+}
+
+static cudaError_t forward(const atp_dims_t *d, uint32_t config_flags, const auxtrunk_params_t *p,
+                           const float *x, int batch, float *h1, float *h2, float *out,
+                           void *workspace, cudaStream_t stream)
 {
     (void)workspace;
     v2_params_t v = {p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
-    return v2_forward(dims_of(d), &v, x, batch, h1, h2, out, stream);
+    return fast(config_flags) ? v2_fast_forward(dims_of(d), &v, x, batch, h1, h2, out, stream)
+                              : v2_forward(dims_of(d), &v, x, batch, h1, h2, out, stream);
 }
 
-static cudaError_t backward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                            const float *h1, const float *h2, const float *dout, int batch,
+static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
+                            const auxtrunk_params_t *p, const float *x, const float *h1,
+                            const float *h2, const float *dout, int batch,
                             const auxtrunk_grads_t *g, int accumulate, void *workspace,
                             cudaStream_t stream)
 {
     v2_params_t v = {p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
     v2_grads_t gr = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
+    if (fast(config_flags))
+        return v2_fast_backward(dims_of(d), &v, x, h1, h2, dout, batch, &gr, accumulate,
+                                workspace, stream);
     return v2_backward(dims_of(d), &v, x, h1, h2, dout, batch, &gr, accumulate, workspace,
                        stream);
 }
@@ -51,11 +71,13 @@ static cudaError_t backward(const atp_dims_t *d, const auxtrunk_params_t *p, con
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v2",
     .kernel_version = "cuda-v2 2.0.0 (canon " V2_STR(AUXTRUNK_CANON_VERSION) ")",
+    /* EXACT describes the default mode (abi/auxtrunk.h); FAST_MODE adds the
+     * TF32 mode on request. */
     .caps = AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT |
-            AUXTRUNK_CAP_GRAPH_CAPTURE,
-    .config_flags = 0,
+            AUXTRUNK_CAP_GRAPH_CAPTURE | AUXTRUNK_CAP_FAST_MODE,
+    .config_flags = AUXTRUNK_CONFIG_FAST,
     .workspace_bytes = workspace_bytes,
-    .prepare = v2_prepare,
+    .prepare = prepare,
     .forward = forward,
     .backward = backward,
 };
