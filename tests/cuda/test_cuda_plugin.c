@@ -7,7 +7,9 @@
  * before every call, fully written after, nothing written outside them (guard
  * zones); x and every other input unchanged; graph capture and replay equal to
  * eager execution; bad input answered with a clear status, nothing written and
- * no CUDA error left behind.
+ * no CUDA error left behind. Plugins built with CUDA_FAST_TOL also claim
+ * AUXTRUNK_CAP_FAST_MODE: their fast mode is checked against ref64 within that
+ * documented tolerance, for determinism, graph replay and its exact fallback.
  *
  * Usage: test_cuda_v1 | test_cuda_v2  api | gpu
  *   api  needs no GPU: entry, names, caps, init refusals (CI runs it);
@@ -246,12 +248,15 @@ static void expect_bits(const char *what, const char *ref, const float *got, con
                       (unsigned long long)g_seed);
 }
 
-static void expect_close(const char *what, const float *got, const double *want, size_t n)
+static double expect_close_tol(const char *what, const float *got, const double *want, size_t n,
+                               double tol)
 {
     double err = ref64_max_rel_err(got, want, n);
-    ck_assert_msg(err <= REF64_TOL, "%s: relative error %.3g vs ref64 (tolerance %.1g)", what,
-                  err, REF64_TOL);
+    ck_assert_msg(err <= tol, "%s: relative error %.3g vs ref64 (tolerance %.1g) [seed %llu]",
+                  what, err, tol, (unsigned long long)g_seed);
+    return err;
 }
+
 
 /* ------------------------------------------------------------------------- */
 /* One problem: host inputs, device copies, results                          */
@@ -502,7 +507,10 @@ static void expect_result_bits(const problem_t *pb, const result_t *got, const r
         expect_bits(grad_name[i], ref, got->g[i], want->g[i], param_len(pb->d, i));
 }
 
-static void expect_result_ref64(const problem_t *pb, const result_t *got)
+/* Every output against ref64 within tol; err[0] gets out's error, err[1 + i]
+ * gradient i's (err may be NULL). */
+static void expect_result_ref64_tol(const problem_t *pb, const result_t *got, double tol,
+                                    double *err)
 {
     size_t no = (size_t)pb->batch * pb->d.aux;
     double *out = malloc(no * sizeof *out);
@@ -517,12 +525,22 @@ static void expect_result_ref64(const problem_t *pb, const result_t *got)
     ck_assert_int_eq(ref64_backward(pb->d, &rp, pb->x, pb->dout, pb->batch, g[W1], g[B1], g[W2],
                                     g[B2], g[W3], g[B3]),
                      0);
-    expect_close("out", got->out, out, no);
-    for (int i = 0; i < NPARAM; i++)
-        expect_close(grad_name[i], got->g[i], g[i], param_len(pb->d, i));
+    double e = expect_close_tol("out", got->out, out, no, tol);
+    if (err)
+        err[0] = e;
+    for (int i = 0; i < NPARAM; i++) {
+        e = expect_close_tol(grad_name[i], got->g[i], g[i], param_len(pb->d, i), tol);
+        if (err)
+            err[1 + i] = e;
+    }
     for (int i = 0; i < NPARAM; i++)
         free(g[i]);
     free(out);
+}
+
+static void expect_result_ref64(const problem_t *pb, const result_t *got)
+{
+    expect_result_ref64_tol(pb, got, REF64_TOL, NULL);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -784,6 +802,282 @@ START_TEST(graph_replay_equals_eager)
 END_TEST
 
 /* ------------------------------------------------------------------------- */
+/* Fast mode (plugins built with CUDA_FAST_TOL)                              */
+
+#ifdef CUDA_FAST_TOL
+
+static auxtrunk_handle_t *open_fast(const auxtrunk_api_t *api, ref64_dims_t d, int max_batch)
+{
+    ck_assert_msg(api->caps & AUXTRUNK_CAP_FAST_MODE, "%s does not claim FAST_MODE",
+                  api->impl_name);
+    auxtrunk_config_t c = config_of(d, max_batch, -1);
+    c.flags = AUXTRUNK_CONFIG_FAST;
+    auxtrunk_handle_t *h = NULL;
+    int32_t st = api->init(&c, &h);
+    ck_assert_msg(st == AUXTRUNK_OK, "%s init FAST %d/%d/%d/%d max %d: %s", api->impl_name, d.enc,
+                  d.h1, d.h2, d.aux, max_batch, api->status_string(st));
+    return h;
+}
+
+/* Number of elements whose bits differ. */
+static size_t count_differences(const float *a, const float *b, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += bits_of(a[i]) != bits_of(b[i]);
+    return k;
+}
+
+typedef struct fast_sweep {
+    ref64_dims_t d;
+    int max_batch;
+    int batches[6]; /* 0-terminated */
+    int quick_batches[6];
+} fast_sweep_t;
+
+/* forward, infer, backward in fast mode: every output written (guards
+ * intact), inputs unchanged, infer's bits equal forward's, every tensor
+ * within CUDA_FAST_TOL of ref64; at small batches the result must differ from
+ * the canonical bits somewhere (the TF32 kernels really ran). */
+START_TEST(fast_mode_within_tolerance)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x61);
+    static const fast_sweep_t sweeps[] = {
+        {PRODUCTION, 4096, {1, 97, 256, 257, 4096, 0}, {1, 97, 257, 0}},
+        /* widths that leave partial tiles in every dimension */
+        {{36, 20, 132, 12}, 700, {1, 33, 300, 700, 0}, {1, 33, 0}},
+    };
+    const auxtrunk_api_t *api = plugin(&g_cuda);
+    double worst[1 + NPARAM] = {0};
+    for (size_t s = 0; s < sizeof sweeps / sizeof sweeps[0]; s++) {
+        const fast_sweep_t *sw = &sweeps[s];
+        auxtrunk_handle_t *h = open_fast(api, sw->d, sw->max_batch);
+        for (const int *b = g_quick ? sw->quick_batches : sw->batches; *b; b++) {
+            problem_t pb = problem_new(sw->d, *b, &r);
+            outputs_t o = outputs_new(&pb);
+            run_v1(api, h, &pb, &o, 0, NULL);
+            CUDA_OK(cudaDeviceSynchronize());
+            result_t got = outputs_fetch(&pb, &o);
+            expect_inputs_unchanged(&pb);
+            size_t no = (size_t)pb.batch * pb.d.aux;
+            expect_bits("infer out", "forward out (fast mode)", got.inf, got.out, no);
+
+            double err[1 + NPARAM];
+            expect_result_ref64_tol(&pb, &got, CUDA_FAST_TOL, err);
+            for (int i = 0; i <= NPARAM; i++)
+                worst[i] = err[i] > worst[i] ? err[i] : worst[i];
+            printf("  fast %d/%d/%d/%d B=%d: vs ref64 out %.2g dw1 %.2g db1 %.2g dw2 %.2g "
+                   "db2 %.2g dw3 %.2g db3 %.2g (tolerance %.0e)\n",
+                   sw->d.enc, sw->d.h1, sw->d.h2, sw->d.aux, pb.batch, err[0], err[1], err[2],
+                   err[3], err[4], err[5], err[6], CUDA_FAST_TOL);
+            if (pb.batch <= 257 && pb.d.enc == 256) {
+                result_t want = canon_result(&pb);
+                size_t diff = count_differences(got.out, want.out, no);
+                ck_assert_msg(diff > 0, "fast mode gave the canonical bits: the TF32 kernels "
+                                        "did not run");
+                printf("    %zu of %zu outputs differ from the canonical bits\n", diff, no);
+                result_free(&want);
+            }
+            fflush(stdout);
+            result_free(&got);
+            outputs_free(&o);
+            problem_free(&pb);
+        }
+        ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    }
+    printf("  fast mode worst: out %.2g dw1 %.2g db1 %.2g dw2 %.2g db2 %.2g dw3 %.2g db3 %.2g\n",
+           worst[0], worst[1], worst[2], worst[3], worst[4], worst[5], worst[6]);
+    expect_no_cuda_error("fast mode");
+}
+END_TEST
+
+/* Outside the fast kernels' domain (a width not a multiple of 4, a pointer
+ * not 16-byte aligned) fast mode runs the exact kernels: canonical bits. */
+START_TEST(fast_mode_fallback_is_exact)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x62);
+    const auxtrunk_api_t *api = plugin(&g_cuda);
+
+    const ref64_dims_t odd = {17, 33, 9, 5};
+    auxtrunk_handle_t *h = open_fast(api, odd, 300);
+    const int batches[] = {1, 300};
+    for (int i = 0; i < 2; i++) {
+        problem_t pb = problem_new(odd, batches[i], &r);
+        outputs_t o = outputs_new(&pb);
+        run_v1(api, h, &pb, &o, 0, NULL);
+        CUDA_OK(cudaDeviceSynchronize());
+        result_t got = outputs_fetch(&pb, &o);
+        result_t want = canon_result(&pb);
+        expect_result_bits(&pb, &got, &want, "canon32 (fast mode, odd widths)");
+        printf("  fast 17/33/9/5 B=%d: exact fallback, canonical bits\n", pb.batch);
+        result_free(&want);
+        result_free(&got);
+        outputs_free(&o);
+        problem_free(&pb);
+    }
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+
+    /* Production widths, x one float past a 16-byte boundary. */
+    const ref64_dims_t d = PRODUCTION;
+    const int B = 97;
+    h = open_fast(api, d, B);
+    problem_t pb = problem_new(d, B, &r);
+    outputs_t o = outputs_new(&pb);
+    size_t nx = (size_t)B * d.enc;
+    dbuf_t shifted = dbuf_new(nx + 1);
+    float *x1 = dptr(&shifted) + 1;
+    CUDA_OK(cudaMemcpy(x1, pb.x, nx * sizeof(float), cudaMemcpyHostToDevice));
+    auxtrunk_params_t p = dev_params(&pb);
+    auxtrunk_grads_t g = dev_grads(&o);
+    call_ok(api, h, api->forward(h, &p, x1, B, dptr(&o.out), 0, NULL), "forward");
+    call_ok(api, h, api->infer(h, &p, x1, B, dptr(&o.inf), 0, NULL), "infer");
+    call_ok(api, h, api->backward(h, &p, x1, dptr(&pb.devdout), B, &g, 0, NULL), "backward");
+    CUDA_OK(cudaDeviceSynchronize());
+    result_t got = outputs_fetch(&pb, &o);
+    result_t want = canon_result(&pb);
+    expect_result_bits(&pb, &got, &want, "canon32 (fast mode, x not 16-byte aligned)");
+    printf("  fast production B=%d, x misaligned: exact fallback, canonical bits\n", B);
+    result_free(&want);
+    result_free(&got);
+    dbuf_free(&shifted);
+    outputs_free(&o);
+    problem_free(&pb);
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    expect_no_cuda_error("fast fallback");
+}
+END_TEST
+
+/* Two backward calls, a second forward, a second handle: the same bits.
+ * ACCUMULATE gives g_old + the overwrite result (one addition). Batches
+ * with one and with several batch chunks. */
+START_TEST(fast_mode_deterministic)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x63);
+    const ref64_dims_t d = PRODUCTION;
+    const int batches[] = {200, g_quick ? 600 : 4096};
+    const auxtrunk_api_t *api = plugin(&g_cuda);
+    for (int t = 0; t < 2; t++) {
+        const int B = batches[t];
+        auxtrunk_handle_t *h = open_fast(api, d, B);
+        auxtrunk_handle_t *h2 = open_fast(api, d, B);
+        problem_t pb = problem_new(d, B, &r);
+        outputs_t o = outputs_new(&pb);
+        run_v1(api, h, &pb, &o, 0, NULL);
+        CUDA_OK(cudaDeviceSynchronize());
+        result_t first = outputs_fetch(&pb, &o);
+
+        /* backward again, on the same record */
+        outputs_poison(&o);
+        auxtrunk_params_t p = dev_params(&pb);
+        auxtrunk_grads_t g = dev_grads(&o);
+        call_ok(api, h, api->backward(h, &p, dptr(&pb.devx), dptr(&pb.devdout), B, &g, 0, NULL),
+                "backward");
+        CUDA_OK(cudaDeviceSynchronize());
+        for (int i = 0; i < NPARAM; i++) {
+            float *again = dbuf_fetch(&o.g[i], grad_name[i]);
+            expect_bits(grad_name[i], "the first backward", again, first.g[i],
+                        param_len(pb.d, i));
+            free(again);
+        }
+
+        /* everything again on a second handle */
+        outputs_poison(&o);
+        run_v1(api, h2, &pb, &o, 0, NULL);
+        CUDA_OK(cudaDeviceSynchronize());
+        result_t other = outputs_fetch(&pb, &o);
+        expect_result_bits(&pb, &other, &first, "the first handle");
+
+        /* accumulate onto random gradients */
+        float *old[NPARAM];
+        for (int i = 0; i < NPARAM; i++) {
+            size_t n = param_len(pb.d, i);
+            old[i] = malloc(n * sizeof(float));
+            ck_assert(old[i] != NULL);
+            tst_rng_fill(&r, old[i], n, -2.0f, 2.0f);
+            CUDA_OK(cudaMemcpy(dptr(&o.g[i]), old[i], n * sizeof(float), cudaMemcpyHostToDevice));
+        }
+        call_ok(api, h, api->backward(h, &p, dptr(&pb.devx), dptr(&pb.devdout), B, &g,
+                                      AUXTRUNK_BACKWARD_ACCUMULATE, NULL), "backward");
+        CUDA_OK(cudaDeviceSynchronize());
+        for (int i = 0; i < NPARAM; i++) {
+            size_t n = param_len(pb.d, i);
+            float *acc = dbuf_fetch(&o.g[i], grad_name[i]);
+            for (size_t j = 0; j < n; j++)
+                old[i][j] = old[i][j] + first.g[i][j];
+            expect_bits(grad_name[i], "g_old + the overwrite result", acc, old[i], n);
+            free(acc);
+            free(old[i]);
+        }
+        printf("  fast production B=%d: repeated, second handle, accumulate: same bits\n", B);
+        result_free(&other);
+        result_free(&first);
+        outputs_free(&o);
+        problem_free(&pb);
+        ck_assert_int_eq(api->destroy(h2), AUXTRUNK_OK);
+        ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    }
+    expect_no_cuda_error("fast determinism");
+}
+END_TEST
+
+/* forward, infer and backward captured in a graph on a non-default stream
+ * replay to the eager bits. */
+START_TEST(fast_mode_graph_replay_equals_eager)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x64);
+    const ref64_dims_t d = PRODUCTION;
+    const int batches[] = {97, 600};
+    const auxtrunk_api_t *api = plugin(&g_cuda);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (int t = 0; t < 2; t++) {
+        auxtrunk_handle_t *h = open_fast(api, d, batches[t]);
+        problem_t pb = problem_new(d, batches[t], &r);
+        outputs_t o = outputs_new(&pb);
+        run_v1(api, h, &pb, &o, 0, s);
+        CUDA_OK(cudaStreamSynchronize(s));
+        result_t eager = outputs_fetch(&pb, &o);
+        expect_result_ref64_tol(&pb, &eager, CUDA_FAST_TOL, NULL);
+
+        outputs_poison(&o);
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        run_v1(api, h, &pb, &o, 0, s);
+        CUDA_OK(cudaStreamEndCapture(s, &graph));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int replay = 0; replay < 2; replay++) {
+            CUDA_OK(cudaGraphLaunch(exec, s));
+            CUDA_OK(cudaStreamSynchronize(s));
+            result_t g = outputs_fetch(&pb, &o);
+            expect_result_bits(&pb, &g, &eager, "eager (fast mode)");
+            result_free(&g);
+            outputs_poison(&o);
+        }
+        printf("  fast production B=%d: graph replay equals eager\n", batches[t]);
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
+        result_free(&eager);
+        outputs_free(&o);
+        problem_free(&pb);
+        ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    }
+    CUDA_OK(cudaStreamDestroy(s));
+    expect_no_cuda_error("fast graph replay");
+}
+END_TEST
+
+#endif /* CUDA_FAST_TOL */
+
+/* ------------------------------------------------------------------------- */
 /* Bad input                                                                 */
 
 /* Every output of o is still all poison (guards included). */
@@ -981,8 +1275,12 @@ START_TEST(entry_names_and_caps)
     const auxtrunk_api_t *api = plugin(&g_cuda);
     ck_assert_str_eq(api->impl_name, CUDA_IMPL);
     ck_assert_str_eq(api->kernel_version, CUDA_KERNEL_VERSION);
-    ck_assert_uint_eq(api->caps, AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC |
-                                     AUXTRUNK_CAP_EXACT | AUXTRUNK_CAP_GRAPH_CAPTURE);
+    uint64_t caps = AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT |
+                    AUXTRUNK_CAP_GRAPH_CAPTURE;
+#ifdef CUDA_FAST_TOL
+    caps |= AUXTRUNK_CAP_FAST_MODE;
+#endif
+    ck_assert_uint_eq(api->caps, caps);
     ck_assert_uint_eq(api->abi_version, AUXTRUNK_ABI_VERSION);
     ck_assert_uint_eq(api->struct_size, sizeof(auxtrunk_api_t));
     ck_assert_str_eq(api->status_string(AUXTRUNK_E_MEMORY_SPACE),
@@ -1001,7 +1299,11 @@ START_TEST(init_refusals)
 
     /* The config is read before any device is touched. */
     auxtrunk_config_t c = config_of(d, 16, -1);
+#ifdef CUDA_FAST_TOL
+    c.flags = AUXTRUNK_CONFIG_FAST | (UINT32_C(1) << 5); /* FAST is known, bit 5 is not */
+#else
     c.flags = AUXTRUNK_CONFIG_FAST;
+#endif
     ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_FLAGS);
     c = config_of(d, 0, -1);
     ck_assert_int_eq(api->init(&c, &h), AUXTRUNK_E_DIMENSION);
@@ -1028,6 +1330,14 @@ START_TEST(init_refusals)
         expect_no_cuda_error("refused init");
     }
     ck_assert_msg(h == sentinel, "a refused init wrote *out_handle");
+#ifdef CUDA_FAST_TOL
+    /* FAST passes the config check: it fails only for want of a device. */
+    c = config_of(d, 16, -1);
+    c.flags = AUXTRUNK_CONFIG_FAST;
+    auxtrunk_handle_t *f = NULL;
+    ck_assert_int_eq(api->init(&c, &f), n == 0 ? AUXTRUNK_E_DEVICE : AUXTRUNK_OK);
+    ck_assert_int_eq(api->destroy(f), AUXTRUNK_OK);
+#endif
 }
 END_TEST
 
@@ -1051,6 +1361,12 @@ static Suite *make_suite(const char *mode)
         tcase_add_test(tc, bad_input_writes_nothing);
         tcase_add_test(tc, other_device_pointer_refused);
         tcase_add_test(tc, memory_usage_reports_the_block);
+#ifdef CUDA_FAST_TOL
+        tcase_add_test(tc, fast_mode_within_tolerance);
+        tcase_add_test(tc, fast_mode_fallback_is_exact);
+        tcase_add_test(tc, fast_mode_deterministic);
+        tcase_add_test(tc, fast_mode_graph_replay_equals_eager);
+#endif
     } else {
         return NULL;
     }
