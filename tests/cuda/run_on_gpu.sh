@@ -125,6 +125,6 @@ fi
 if [ "${AUXTRUNK_GPU_BENCH:-1}" = 1 ]; then
     step bench "$out/bench.log" 300 "$build/host_stub/auxtrunk-host" bench \
         --plugin-dir "$build/plugins/cuda-v1" --plugin-dir "$build/plugins/cuda-v2" --cublas \
-        --budget 2 --csv "$out/bench.csv" --svg "$out/bench.svg"
+        --budget 1 --csv "$out/bench.csv" --svg "$out/bench.svg"
 fi
 finish
