@@ -10,6 +10,10 @@
  *
  * Timing marks are recorded in stream order (CUDA events) or taken from the
  * monotonic clock (host plugins, whose calls are synchronous).
+ *
+ * CUDA device memory also offers graphs: what is enqueued on the stream
+ * between capture_begin and capture_end becomes one graph, replayed as a
+ * unit (the benchmark times a whole step that way).
  */
 #ifndef ATH_DEVMEM_H
 #define ATH_DEVMEM_H
@@ -37,6 +41,26 @@ typedef struct ath_devmem_ops {
     int (*mark)(ath_devmem_t *m, int slot, ath_err_t *err);
     /* Microseconds from mark a to mark b; waits for b. */
     int (*elapsed_us)(ath_devmem_t *m, int a, int b, double *us, ath_err_t *err);
+
+    /* CUDA graphs of work enqueued on the stream. Optional: NULL where the
+     * memory space has none (host memory); all five or none are set. */
+    /* Starts recording instead of running what is enqueued on the stream
+     * (cudaStreamCaptureModeThreadLocal: until the capture ends, this thread
+     * may make no call that is unsafe during capture, such as an allocation
+     * or a synchronisation; such a call fails and invalidates the capture). */
+    int (*capture_begin)(ath_devmem_t *m, ath_err_t *err);
+    /* Ends the capture and instantiates what it recorded: *graph is an opaque
+     * executable graph for replay and graph_free. The capture is over also
+     * when this fails (invalidated by an unsafe call, say; *graph is NULL). */
+    int (*capture_end)(ath_devmem_t *m, void **graph, ath_err_t *err);
+    /* Ends the capture, if one is open, and discards what it recorded: for a
+     * caller whose own enqueueing failed. The stream is left not capturing. */
+    void (*capture_abort)(ath_devmem_t *m);
+    /* Enqueues one run of graph on the stream. */
+    int (*replay)(ath_devmem_t *m, void *graph, ath_err_t *err);
+    /* Frees a graph from capture_end (NULL is allowed); a replay still in
+     * flight completes first. */
+    void (*graph_free)(ath_devmem_t *m, void *graph);
 } ath_devmem_ops_t;
 
 struct ath_devmem {

@@ -1,11 +1,13 @@
 /*
  * devmem_cuda.c — the devmem interface for CUDA plugins: cudaMalloc'd device
  * memory, one non-blocking stream per devmem (never the legacy default
- * stream, which would serialise with everything), and CUDA events for timing.
- * Built only when the CUDA toolkit is found; uses the runtime API from C.
+ * stream, which would serialise with everything), CUDA events for timing and
+ * CUDA graphs captured on that stream. Built only when the CUDA toolkit is
+ * found; uses the runtime API from C.
  *
  * Every runtime call goes through CUDA_TRY, which turns a failure into the
- * caller's error text with file and line, and clears the (non-sticky) error.
+ * caller's error text with file and line, and clears the (non-sticky) error;
+ * where a failure must also clean up (capture_end), the same is done by hand.
  */
 #include "devmem.h"
 
@@ -141,7 +143,102 @@ static int cuda_elapsed_us(ath_devmem_t *m, int a, int b, double *us, ath_err_t 
     return 0;
 }
 
+/* ------------------------------------------------------------------------- */
+/* Graphs                                                                    */
+/*
+ * ThreadLocal capture: a call from this thread that cannot be captured (an
+ * allocation, a synchronisation, a launch on the legacy default stream)
+ * fails and invalidates the capture, so a plugin that breaks the promise of
+ * AUXTRUNK_CAP_GRAPH_CAPTURE is caught at capture_end, not at replay. Other
+ * threads are not affected.
+ */
+
+static int cuda_capture_begin(ath_devmem_t *m, ath_err_t *err)
+{
+    cuda_impl_t *c = m->impl;
+    CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    return 0;
+}
+
+static void cuda_capture_abort(ath_devmem_t *m)
+{
+    cuda_impl_t *c = m->impl;
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(c->stream, &st);
+    if (e != cudaSuccess || st != cudaStreamCaptureStatusNone) {
+        /* Active or invalidated: either way only EndCapture closes it. */
+        cudaGraph_t g = NULL;
+        if (cudaStreamEndCapture(c->stream, &g) == cudaSuccess && g)
+            cudaGraphDestroy(g);
+    }
+    (void)cudaGetLastError();
+}
+
+static int cuda_capture_end(ath_devmem_t *m, void **graph, ath_err_t *err)
+{
+    cuda_impl_t *c = m->impl;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    *graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (g)
+            cudaGraphDestroy(g);
+        cuda_capture_abort(m); /* in case EndCapture left it open */
+        return ath_errf(err, "CUDA graph capture failed: %s%s", cudaGetErrorString(e),
+                        e == cudaErrorStreamCaptureInvalidated
+                            ? " (a call during the capture could not be captured: an "
+                              "allocation, a synchronisation or another stream)"
+                            : "");
+    }
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g); /* the executable graph is independent of it */
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ath_errf(err, "%s:%d: cudaGraphInstantiate: %s", __FILE__, __LINE__,
+                        cudaGetErrorString(e));
+    }
+    /* Uploaded now, so the first replay costs what every later one does. */
+    e = cudaGraphUpload(x, c->stream);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaGraphExecDestroy(x);
+        return ath_errf(err, "%s:%d: cudaGraphUpload: %s", __FILE__, __LINE__,
+                        cudaGetErrorString(e));
+    }
+    *graph = (void *)x;
+    return 0;
+}
+
+static int cuda_replay(ath_devmem_t *m, void *graph, ath_err_t *err)
+{
+    cuda_impl_t *c = m->impl;
+    CUDA_TRY(cudaGraphLaunch((cudaGraphExec_t)graph, c->stream));
+    return 0;
+}
+
+static void cuda_graph_free(ath_devmem_t *m, void *graph)
+{
+    (void)m;
+    if (graph)
+        cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
 const ath_devmem_ops_t ath_devmem_cuda_ops = {
-    "cuda",        cuda_open, cuda_close, cuda_alloc, cuda_release, cuda_upload,
-    cuda_download, cuda_sync, cuda_mark,  cuda_elapsed_us,
+    .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .sync = cuda_sync,
+    .mark = cuda_mark,
+    .elapsed_us = cuda_elapsed_us,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .capture_abort = cuda_capture_abort,
+    .replay = cuda_replay,
+    .graph_free = cuda_graph_free,
 };

@@ -80,7 +80,16 @@ static int host_elapsed_us(ath_devmem_t *m, int a, int b, double *us, ath_err_t 
     return 0;
 }
 
+/* No graphs in host memory: the capture ops stay NULL. */
 const ath_devmem_ops_t ath_devmem_host_ops = {
-    "host",    host_open, host_close, host_alloc, host_release,   host_copy,
-    host_copy, host_sync, host_mark,  host_elapsed_us,
+    .name = "host",
+    .open = host_open,
+    .close = host_close,
+    .alloc = host_alloc,
+    .release = host_release,
+    .upload = host_copy,
+    .download = host_copy,
+    .sync = host_sync,
+    .mark = host_mark,
+    .elapsed_us = host_elapsed_us,
 };
