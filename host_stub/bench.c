@@ -10,6 +10,13 @@
  * giving forward, backward and step times; the median of each is reported.
  * CUDA plugins run on a non-blocking stream and are timed with CUDA events;
  * host plugins with the monotonic clock.
+ *
+ * Then, for a CUDA plugin that claims AUXTRUNK_CAP_GRAPH_CAPTURE, one step
+ * (forward, then backward with accumulate 0, on the first input set) is
+ * captured into a CUDA graph on the same stream and replayed:
+ *   mark 0, replay, mark 1
+ * giving the graph step time, measured the way the --cublas column is. Every
+ * replay reads the same inputs, so at small batches they may sit in L2.
  */
 #include "bench.h"
 
@@ -42,6 +49,10 @@ typedef struct row {
     int ok;
     int iters, sets;
     double fwd_us, bwd_us, step_us;
+    /* 1: step_graph_us measured; 0: not offered (host memory, or no
+     * AUXTRUNK_CAP_GRAPH_CAPTURE); -1: the capture or a replay failed. */
+    int graph;
+    double step_graph_us;
     uint64_t host_bytes, device_bytes;
 } row_t;
 
@@ -55,6 +66,39 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The schedule of every timing loop: up to o->warmup untimed iterations,
+ * cut short once a quarter of the budget has passed, then timed ones: at most
+ * o->iters, and no more once o->min_iters ran and o->budget_s has passed. */
+typedef struct sched {
+    const ath_bench_opts_t *o;
+    int i;     /* iterations begun */
+    int timed; /* timed iterations done: the loop counts them */
+    double t0; /* start of the warm-up, then of the timed iterations */
+} sched_t;
+
+static sched_t sched_start(const ath_bench_opts_t *o)
+{
+    sched_t s = {o, 0, 0, ath_now_s()};
+    return s;
+}
+
+/* Whether another iteration runs; *warm says whether it is untimed. */
+static int sched_next(sched_t *s, int *warm)
+{
+    const ath_bench_opts_t *o = s->o;
+    if (s->i < o->warmup && s->i > 0 && ath_now_s() - s->t0 > 0.25 * o->budget_s)
+        s->i = o->warmup; /* warm-up budget spent: go on to the timed iterations */
+    if (s->i >= o->warmup + o->iters)
+        return 0;
+    if (s->i == o->warmup)
+        s->t0 = ath_now_s();
+    else if (s->i > o->warmup && s->timed >= o->min_iters && ath_now_s() - s->t0 > o->budget_s)
+        return 0;
+    *warm = s->i < o->warmup;
+    s->i++;
+    return 1;
 }
 
 /* Fills n floats of device memory with uniform(-1, 1) values, generated on
@@ -82,6 +126,52 @@ static int fill_random(ath_devmem_t *m, float *dst, size_t n, ath_rng_t *rng, at
 /* ------------------------------------------------------------------------- */
 /* One plugin at one batch size                                              */
 
+/* One step of the live handle (forward, then backward with accumulate 0, on
+ * the inputs x and dout) captured into a CUDA graph and replayed on the
+ * timing schedule; the median replay in *us. t holds o->iters times. */
+static int bench_graph(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *m,
+                       const auxtrunk_params_t *p, auxtrunk_grads_t *g, const float *x,
+                       const float *dout, int32_t B, float *d_out, double *t, double *us,
+                       ath_err_t *err)
+{
+    void *graph = NULL;
+    int rc = -1;
+    if (m->ops->capture_begin(m, err) != 0)
+        return -1;
+    const char *what = "forward during CUDA graph capture";
+    int32_t s = pl->api.forward(pl->handle, p, x, B, d_out, 0, m->stream);
+    if (s == AUXTRUNK_OK) {
+        what = "backward during CUDA graph capture";
+        s = pl->api.backward(pl->handle, p, x, dout, B, g, 0, m->stream);
+    }
+    if (s != AUXTRUNK_OK) {
+        m->ops->capture_abort(m);
+        return ath_plugin_failf(pl, s, err, what);
+    }
+    if (m->ops->capture_end(m, &graph, err) != 0)
+        return -1;
+
+    sched_t sc = sched_start(o);
+    int warm;
+    while (sched_next(&sc, &warm)) {
+        double st;
+        if (m->ops->mark(m, 0, err) != 0 || m->ops->replay(m, graph, err) != 0 ||
+            m->ops->mark(m, 1, err) != 0 || m->ops->elapsed_us(m, 0, 1, &st, err) != 0)
+            goto out;
+        if (!warm)
+            t[sc.timed++] = st;
+    }
+    *us = median(t, sc.timed);
+    rc = 0;
+out:
+    (void)m->ops->sync(m, NULL);
+    m->ops->graph_free(m, graph);
+    return rc;
+}
+
+/* Fills row; returns -1 (with err) if the plugin or the device failed. A
+ * failed graph step alone leaves the eager times standing: 0 is returned
+ * with row->graph = -1 and the reason in err. */
 static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *m,
                      const float *d_params, float *d_grads, int32_t B, row_t *row,
                      ath_err_t *err)
@@ -100,7 +190,7 @@ static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *
 
     int rc = -1;
     float *pool = NULL, *d_out = NULL;
-    double *t_fwd = NULL, *t_bwd = NULL, *t_step = NULL;
+    double *t_fwd = NULL, *t_bwd = NULL, *t_step = NULL, *t_graph = NULL;
     auxtrunk_memory_t mem;
     memset(&mem, 0, sizeof mem);
     mem.struct_size = sizeof mem;
@@ -129,7 +219,8 @@ static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *
     t_fwd = malloc((size_t)o->iters * sizeof(double));
     t_bwd = malloc((size_t)o->iters * sizeof(double));
     t_step = malloc((size_t)o->iters * sizeof(double));
-    if (!t_fwd || !t_bwd || !t_step) {
+    t_graph = malloc((size_t)o->iters * sizeof(double));
+    if (!t_fwd || !t_bwd || !t_step || !t_graph) {
         ath_errf(err, "out of host memory");
         goto out;
     }
@@ -137,20 +228,9 @@ static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *
     auxtrunk_params_t p = ath_params_view(&config, d_params);
     auxtrunk_grads_t g = ath_grads_view(&config, d_grads);
     size_t next = 0;
-    int timed = 0;
-    double t0 = ath_now_s();
-    for (int i = 0; i < o->warmup + o->iters; i++) {
-        int warm = i < o->warmup;
-        double wall = ath_now_s() - t0;
-        if (warm && i > 0 && wall > 0.25 * o->budget_s) {
-            i = o->warmup - 1; /* warm-up budget spent: go on to the timed loop */
-            t0 = ath_now_s();
-            continue;
-        }
-        if (!warm && timed >= o->min_iters && wall > o->budget_s)
-            break;
-        if (i == o->warmup)
-            t0 = ath_now_s();
+    sched_t sc = sched_start(o);
+    int warm;
+    while (sched_next(&sc, &warm)) {
         const float *x = pool + next * set;
         const float *dout = x + (size_t)B * (size_t)o->enc;
         next = (next + 1) % sets;
@@ -176,12 +256,13 @@ static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *
             m->ops->elapsed_us(m, 0, 2, &st, err) != 0)
             goto out;
         if (!warm) {
-            t_fwd[timed] = f;
-            t_bwd[timed] = b;
-            t_step[timed] = st;
-            timed++;
+            t_fwd[sc.timed] = f;
+            t_bwd[sc.timed] = b;
+            t_step[sc.timed] = st;
+            sc.timed++;
         }
     }
+    const int timed = sc.timed;
     row->ok = 1;
     row->iters = timed;
     row->sets = (int)sets;
@@ -191,6 +272,16 @@ static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *
     row->host_bytes = mem.host_bytes;
     row->device_bytes = mem.device_bytes;
     rc = 0;
+
+    /* The graph step, after the eager loop has warmed the handle up. */
+    if (pl->space == ATH_SPACE_CUDA && (pl->api.caps & AUXTRUNK_CAP_GRAPH_CAPTURE) &&
+        m->ops->capture_begin) {
+        const float *x = pool, *dout = pool + (size_t)B * (size_t)o->enc;
+        row->graph = bench_graph(o, pl, m, &p, &g, x, dout, B, d_out, t_graph,
+                                 &row->step_graph_us, err) == 0
+                         ? 1
+                         : -1;
+    }
 out:
     (void)m->ops->sync(m, NULL);
     if (pool)
@@ -200,6 +291,7 @@ out:
     free(t_fwd);
     free(t_bwd);
     free(t_step);
+    free(t_graph);
     (void)pl->api.destroy(pl->handle);
     pl->handle = NULL;
     return rc;
@@ -281,8 +373,13 @@ static void print_row(FILE *csv, const ath_bench_opts_t *o, const column_t *c, i
     const int32_t E = o->enc, H1 = o->h1, H2 = o->h2, A = o->aux;
     double ff = ath_bench_flop_forward(B, E, H1, H2, A);
     double fb = ath_bench_flop_backward(B, E, H1, H2, A);
-    printf("%-10s %8d %6d %11.2f %11.2f %11.2f %8.3f %8.3f %8.3f %10.2f %10.2f\n", c->name, B,
-           r->iters, r->fwd_us, r->bwd_us, r->step_us, tflops(ff, r->fwd_us),
+    char graph[32];
+    if (r->graph > 0)
+        snprintf(graph, sizeof graph, "%.2f", r->step_graph_us);
+    else
+        snprintf(graph, sizeof graph, "%s", r->graph < 0 ? "failed" : "-");
+    printf("%-10s %8d %6d %11.2f %11.2f %11.2f %13s %8.3f %8.3f %8.3f %10.2f %10.2f\n", c->name,
+           B, r->iters, r->fwd_us, r->bwd_us, r->step_us, graph, tflops(ff, r->fwd_us),
            tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us),
            (double)r->device_bytes / 1048576.0, (double)r->host_bytes / 1048576.0);
     fflush(stdout);
@@ -295,11 +392,16 @@ static void print_row(FILE *csv, const ath_bench_opts_t *o, const column_t *c, i
             fputc(*q, csv);
         }
         fputc('"', csv);
-        fprintf(csv, ",%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu\n",
+        fprintf(csv, ",%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu,",
                 c->space, E, H1, H2, A, B, r->iters, r->sets, r->fwd_us,
                 r->bwd_us, r->step_us, tflops(ff, r->fwd_us), tflops(fb, r->bwd_us),
                 tflops(ff + fb, r->step_us), (unsigned long long)r->host_bytes,
                 (unsigned long long)r->device_bytes);
+        /* Appended last, so older readers keep their column positions; empty
+         * where there is no graph step. */
+        if (r->graph > 0)
+            fprintf(csv, "%.3f", r->step_graph_us);
+        fputc('\n', csv);
     }
 }
 
@@ -325,9 +427,15 @@ static int bench_plugin(const ath_bench_opts_t *o, const char *dir, FILE *csv, c
     snprintf(col->name, sizeof col->name, "%s", pl.api.impl_name);
     snprintf(col->version, sizeof col->version, "%s", pl.api.kernel_version);
     col->space = pl.space == ATH_SPACE_CUDA ? "cuda" : "host";
-    if (!o->quiet)
+    if (!o->quiet) {
         printf("# %s: %s, %s memory, %s\n", pl.api.impl_name, pl.api.kernel_version,
                pl.space == ATH_SPACE_CUDA ? "CUDA device" : "host", pl.path);
+        if (pl.space == ATH_SPACE_CUDA)
+            printf("# %s: %s\n", pl.api.impl_name,
+                   pl.api.caps & AUXTRUNK_CAP_GRAPH_CAPTURE
+                       ? "step_graph_us: one step captured into a CUDA graph, replayed"
+                       : "no step_graph_us (no AUXTRUNK_CAP_GRAPH_CAPTURE)");
+    }
     if (o->fast && !(pl.api.caps & AUXTRUNK_CAP_FAST_MODE)) {
         printf("# %s: skipped: no fast mode (AUXTRUNK_CAP_FAST_MODE)\n", pl.api.impl_name);
         ath_plugin_unload(&pl);
@@ -359,6 +467,11 @@ static int bench_plugin(const ath_bench_opts_t *o, const char *dir, FILE *csv, c
             continue;
         }
         print_row(csv, o, col, B, &rows[bi]);
+        if (rows[bi].graph < 0) {
+            printf("%-10s %8d  failed: graph step: %s\n", col->name, B, err.msg);
+            fflush(stdout);
+            code = ATH_EXIT_FAILURE;
+        }
     }
     goto done;
 failed:
@@ -414,6 +527,9 @@ static int bench_cublas(const ath_bench_opts_t *o, FILE *csv, column_t *col, row
         r->fwd_us = res.fwd_us;
         r->bwd_us = res.bwd_us;
         r->step_us = res.step_us;
+        /* Its step is a graph replay already: the graph step is the same. */
+        r->graph = 1;
+        r->step_graph_us = res.step_us;
         print_row(csv, o, col, B, r);
     }
     ath_devmem_close(m);
@@ -421,24 +537,83 @@ static int bench_cublas(const ath_bench_opts_t *o, FILE *csv, column_t *col, row
     return code;
 }
 
+/* The step time of a row: eager (graph = 0) or graph replay (graph = 1);
+ * negative where there is none. */
+static double step_of(const row_t *r, int graph)
+{
+    if (!r->ok || (graph && r->graph <= 0))
+        return -1.0;
+    return graph ? r->step_graph_us : r->step_us;
+}
+
+/* Step times side by side with the speedup over the first column shown.
+ * Eager: every column (cuBLAS's step is a graph replay, said in the title).
+ * Graph: only the columns with a graph step, and only if two have one. */
+static void print_side_by_side(const ath_bench_opts_t *o, const column_t *cols,
+                               row_t (*rows)[ATH_BENCH_MAX_BATCHES], int n_cols, int graph)
+{
+    int shown[ATH_BENCH_MAX_COLUMNS], n = 0;
+    for (int c = 0; c < n_cols; c++) {
+        int any = !graph;
+        for (int bi = 0; bi < o->n_batches && !any; bi++)
+            any = step_of(&rows[c][bi], 1) >= 0;
+        if (any)
+            shown[n++] = c;
+    }
+    if (n < 2)
+        return;
+    if (graph)
+        printf("\ngraph step time (us; one step replayed from a CUDA graph) and speedup over "
+               "%s:\n",
+               cols[shown[0]].name);
+    else
+        printf("\nstep time (us; plugins: eager calls%s) and speedup over %s:\n",
+               o->cublas ? ", cublas: graph replay" : "", cols[shown[0]].name);
+    printf("%8s", "B");
+    for (int k = 0; k < n; k++)
+        printf(" %16s", cols[shown[k]].name);
+    printf("\n");
+    for (int bi = 0; bi < o->n_batches; bi++) {
+        printf("%8d", o->batches[bi]);
+        double base = step_of(&rows[shown[0]][bi], graph);
+        for (int k = 0; k < n; k++) {
+            double t = step_of(&rows[shown[k]][bi], graph);
+            if (t < 0)
+                printf(" %16s", "-");
+            else if (k == 0 || base < 0)
+                printf(" %16.2f", t);
+            else
+                printf(" %9.2f %5.2fx", t, base / t);
+        }
+        printf("\n");
+    }
+}
+
 static int write_chart(const ath_bench_opts_t *o, const column_t *cols, row_t (*rows)[ATH_BENCH_MAX_BATCHES],
                        int n_cols, ath_err_t *err)
 {
     double x[ATH_BENCH_MAX_COLUMNS][ATH_BENCH_MAX_BATCHES];
     double y[ATH_BENCH_MAX_COLUMNS][ATH_BENCH_MAX_BATCHES];
+    char names[ATH_BENCH_MAX_COLUMNS][96];
     ath_series_t series[ATH_BENCH_MAX_COLUMNS];
     int n = 0;
     for (int c = 0; c < n_cols; c++) {
+        /* A plugin's graph step where it has one (a line of graph points
+         * only, never mixed with eager ones); cuBLAS's step as it is. */
+        int graph = 0;
+        for (int bi = 0; bi < o->n_batches && c < o->n_plugins && !graph; bi++)
+            graph = step_of(&rows[c][bi], 1) >= 0;
         int k = 0;
         for (int bi = 0; bi < o->n_batches; bi++)
-            if (rows[c][bi].ok) {
+            if (step_of(&rows[c][bi], graph) >= 0) {
                 x[n][k] = o->batches[bi];
-                y[n][k] = rows[c][bi].step_us;
+                y[n][k] = step_of(&rows[c][bi], graph);
                 k++;
             }
         if (k == 0)
             continue;
-        series[n].name = cols[c].name;
+        snprintf(names[n], sizeof names[n], "%.63s%s", cols[c].name, graph ? " (graph)" : "");
+        series[n].name = names[n];
         series[n].n = k;
         series[n].x = x[n];
         series[n].y = y[n];
@@ -471,7 +646,7 @@ int ath_bench_run(const ath_bench_opts_t *o)
         }
         fprintf(csv, "plugin,kernel_version,space,enc,h1,h2,aux,batch,iters,input_sets,fwd_us,"
                      "bwd_us,step_us,fwd_tflops,bwd_tflops,step_tflops,host_bytes,"
-                     "device_bytes\n");
+                     "device_bytes,step_graph_us\n");
     }
 
     printf("auxtrunk-host bench: ENC=%d H1=%d H2=%d AUX=%d, %zu parameters%s\n", o->enc, o->h1,
@@ -484,9 +659,12 @@ int ath_bench_run(const ath_bench_opts_t *o)
     printf("  median of up to %d iterations (at least %d, %.3g s budget) after up to %d "
            "warm-up calls; inputs rotated through %zu MiB\n",
            o->iters, o->min_iters, o->budget_s, o->warmup, o->rotate_mib);
-    printf("\n%-10s %8s %6s %11s %11s %11s %8s %8s %8s %10s %10s\n", "plugin", "B", "iters",
-           "fwd_us", "bwd_us", "step_us", "fwd_TF/s", "bwd_TF/s", "step_TF/s", "dev_MiB",
-           "host_MiB");
+    printf("  step_graph_us: one step replayed from a CUDA graph the host captures (CUDA\n"
+           "    plugins with AUXTRUNK_CAP_GRAPH_CAPTURE), same schedule, one input set:\n"
+           "    at small batches its inputs may stay in L2; '-' where not offered\n");
+    printf("\n%-10s %8s %6s %11s %11s %11s %13s %8s %8s %8s %10s %10s\n", "plugin", "B",
+           "iters", "fwd_us", "bwd_us", "step_us", "step_graph_us", "fwd_TF/s", "bwd_TF/s",
+           "step_TF/s", "dev_MiB", "host_MiB");
     fflush(stdout);
 
     for (int pi = 0; pi < o->n_plugins; pi++) {
@@ -500,25 +678,11 @@ int ath_bench_run(const ath_bench_opts_t *o)
             code = c;
     }
 
-    /* Side-by-side step times when several ran. */
+    /* Side-by-side step times when several ran: the eager steps (cuBLAS's
+     * is its graph replay), then graph step against graph step. */
     if (n_cols > 1) {
-        printf("\nstep time (us) and speedup over %s:\n%8s", cols[0].name, "B");
-        for (int c = 0; c < n_cols; c++)
-            printf(" %16s", cols[c].name);
-        printf("\n");
-        for (int bi = 0; bi < o->n_batches; bi++) {
-            printf("%8d", o->batches[bi]);
-            for (int c = 0; c < n_cols; c++) {
-                const row_t *r = &rows[c][bi];
-                if (!r->ok)
-                    printf(" %16s", "-");
-                else if (c == 0 || !rows[0][bi].ok)
-                    printf(" %16.2f", r->step_us);
-                else
-                    printf(" %9.2f %5.2fx", r->step_us, rows[0][bi].step_us / r->step_us);
-            }
-            printf("\n");
-        }
+        print_side_by_side(o, cols, rows, n_cols, 0);
+        print_side_by_side(o, cols, rows, n_cols, 1);
     }
     if (o->svg) {
         ath_err_t err = {{0}};

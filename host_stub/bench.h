@@ -15,6 +15,10 @@
  * With --cublas the same trunk written with cuBLAS (bench_cublas.cu: SGEMM
  * plus small bias/ELU kernels, one CUDA graph per pass) is timed alongside,
  * as what a user would write instead.
+ *
+ * CUDA plugins that claim AUXTRUNK_CAP_GRAPH_CAPTURE also get a graph step
+ * (step_graph_us): one forward + backward captured into a CUDA graph by the
+ * host and timed by replay, as cuBLAS is, on one fixed input set.
  */
 #ifndef ATH_BENCH_H
 #define ATH_BENCH_H
@@ -37,7 +41,7 @@ typedef struct ath_bench_opts {
     int iters;        /* timed iterations (at most) */
     int warmup;       /* untimed iterations first (at most) */
     int min_iters;    /* timed iterations at least, whatever the budget */
-    double budget_s;  /* wall-clock budget per plugin and batch for the timed loop */
+    double budget_s;  /* wall-clock budget of each timed loop (eager, graph) */
     size_t rotate_mib; /* input sets rotated through this much memory (0 = one set) */
     uint64_t seed;
     const char *csv;

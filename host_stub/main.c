@@ -69,6 +69,11 @@ static const char *bench_intro =
     "on a non-blocking stream and are timed with CUDA events, host plugins with\n"
     "the monotonic clock. Prints a table (us per call, TFLOP/s, memory per\n"
     "handle) and, with --csv, a CSV.\n\n"
+    "step_graph_us: for CUDA plugins that claim AUXTRUNK_CAP_GRAPH_CAPTURE, the host\n"
+    "also captures one step (forward + backward) into a CUDA graph and times its\n"
+    "replay, as the --cublas column is timed. Every replay reads the same input\n"
+    "set, so at small batches the inputs may be L2-resident; the eager columns\n"
+    "rotate inputs. '-' (empty in the CSV) for other plugins.\n\n"
     "FLOP per call: forward = 2*B*(ENC*H1 + H1*H2 + H2*AUX),\n"
     "backward = 2*B*(ENC*H1 + 2*H1*H2 + 2*H2*AUX), step = the sum.\n\n";
 
@@ -399,7 +404,7 @@ static int cmd_bench(int argc, char **argv, int first)
         {"iters", "N", K_INT, &o.iters, "timed iterations per batch, at most (default 200)"},
         {"warmup", "N", K_INT, &o.warmup, "untimed warm-up iterations, at most (default 20)"},
         {"min-iters", "N", K_INT, &o.min_iters, "timed iterations, at least (default 3)"},
-        {"budget", "SECONDS", K_DOUBLE, &o.budget_s, "stop timing after this long once min-iters ran (default 5)"},
+        {"budget", "SECONDS", K_DOUBLE, &o.budget_s, "stop a timing loop after this long once min-iters ran (default 5)"},
         {"rotate-mib", "MIB", K_U64, &rotate, "rotate input sets through this much memory (default 128; 0 = one set)"},
         {"enc", "N", K_INT, &o.enc, "ENC (default 256)"},
         {"h1", "N", K_INT, &o.h1, "H1 (default 256)"},

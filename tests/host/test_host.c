@@ -768,14 +768,37 @@ START_TEST(test_bench_cpu)
     ck_assert_msg(why == NULL, "bench SVG not well-formed: %s", why ? why : "");
     ck_assert_contains(doc, "<polyline");
     ck_assert_contains(doc, "batch size");
+    /* Host plugins have no graph step: their lines are the eager step. */
+    ck_assert(strstr(doc, "(graph)") == NULL);
     free(doc);
     ck_assert_contains(g_out, "fwd_us");
     ck_assert_contains(g_out, "step_TF/s");
+    ck_assert_contains(g_out, "step_graph_us");
     ck_assert_contains(g_out, "speedup");
+    ck_assert_msg(strstr(g_out, "graph step time") == NULL, "graph comparison without graphs:\n%s",
+                  g_out);
+
+    /* Table rows: plugin, B, iters, fwd_us, bwd_us, step_us, step_graph_us,
+     * and for a host plugin step_graph_us is "-". */
+    int table_rows = 0;
+    for (const char *l = g_out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        char name[64], graph[32];
+        int B, iters;
+        double f, b, st;
+        if (strncmp(l, "cpu", 3) != 0 ||
+            sscanf(l, "%63s %d %d %lf %lf %lf %31s", name, &B, &iters, &f, &b, &st, graph) != 7)
+            continue;
+        ck_assert_msg(strcmp(graph, "-") == 0, "step_graph_us of a host plugin: %s", graph);
+        table_rows++;
+    }
+    ck_assert_int_eq(table_rows, 4);
+
     char *text = tst_slurp(csv, NULL);
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
-    ck_assert_contains(line, "plugin,kernel_version,space,enc,h1,h2,aux,batch,iters");
+    ck_assert_str_eq(line, "plugin,kernel_version,space,enc,h1,h2,aux,batch,iters,input_sets,"
+                           "fwd_us,bwd_us,step_us,fwd_tflops,bwd_tflops,step_tflops,host_bytes,"
+                           "device_bytes,step_graph_us");
     int rows = 0;
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
         int B = (int)field(line, 7), iters = (int)field(line, 8), sets = (int)field(line, 9);
@@ -791,11 +814,79 @@ START_TEST(test_bench_cpu)
         ck_assert_msg(fabs(step_tf - want) <= 1e-3 * want + 1e-6, "TFLOP/s %g, formula %g",
                       step_tf, want);
         ck_assert(host_bytes > 0);
+        /* step_graph_us, the last field, is empty for a host plugin. */
+        size_t len = strlen(line);
+        ck_assert_msg(len > 0 && line[len - 1] == ',', "step_graph_us not empty: %s", line);
         rows++;
     }
     ck_assert_int_eq(rows, 4);
     free(text);
     tst_scratch_done();
+}
+END_TEST
+
+/* The devmem graph ops the benchmark's step_graph_us uses: absent in host
+ * memory; with CUDA, a capture is replayed, and a capture spoilt by a call
+ * that cannot be captured fails at its end and leaves the stream usable. */
+START_TEST(test_devmem_graph)
+{
+    const ath_devmem_ops_t *h = &ath_devmem_host_ops;
+    ck_assert(!h->capture_begin && !h->capture_end && !h->capture_abort && !h->replay &&
+              !h->graph_free);
+#if defined(AUXTRUNK_HOST_HAVE_CUDA)
+    ath_devmem_t *m = NULL;
+    ath_err_t err = {{0}};
+    if (ath_devmem_open(ATH_SPACE_CUDA, -1, &m, &err) != 0) {
+        ck_assert_contains(err.msg, "no CUDA device");
+        fprintf(stderr, "test_devmem_graph: no CUDA device: only the host ops checked\n");
+        return;
+    }
+    const ath_devmem_ops_t *c = m->ops;
+    ck_assert(c->capture_begin && c->capture_end && c->capture_abort && c->replay &&
+              c->graph_free);
+    float src[64], back[64], *d = NULL;
+    for (int i = 0; i < 64; i++)
+        src[i] = (float)i - 20.5f;
+    ck_assert_int_eq(c->alloc(m, sizeof src, (void **)&d, &err), 0);
+
+    /* An empty capture: replayed between two marks. */
+    void *graph = NULL;
+    ck_assert_msg(c->capture_begin(m, &err) == 0, "%s", err.msg);
+    ck_assert_msg(c->capture_end(m, &graph, &err) == 0, "%s", err.msg);
+    ck_assert(graph != NULL);
+    double us = -1;
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(c->mark(m, 0, &err) == 0 && c->replay(m, graph, &err) == 0 &&
+                          c->mark(m, 1, &err) == 0 && c->elapsed_us(m, 0, 1, &us, &err) == 0,
+                      "%s", err.msg);
+    ck_assert(us >= 0);
+    c->graph_free(m, graph);
+
+    /* upload synchronises: it fails inside a capture and spoils it; both ways
+     * out (end, abort) leave a stream that copies again. */
+    for (int way = 0; way < 2; way++) {
+        ck_assert_msg(c->capture_begin(m, &err) == 0, "%s", err.msg);
+        ck_assert_int_ne(c->upload(m, d, src, sizeof src, &err), 0);
+        if (way == 0) {
+            graph = (void *)&graph;
+            ck_assert_int_ne(c->capture_end(m, &graph, &err), 0);
+            ck_assert(graph == NULL);
+            ck_assert_contains(err.msg, "capture");
+        } else {
+            c->capture_abort(m);
+        }
+        memset(back, 0, sizeof back);
+        ck_assert_msg(c->upload(m, d, src, sizeof src, &err) == 0, "%s", err.msg);
+        ck_assert_msg(c->download(m, back, d, sizeof back, &err) == 0, "%s", err.msg);
+        ck_assert(memcmp(src, back, sizeof src) == 0);
+    }
+    /* Ending or aborting with no capture open: an error, or nothing. */
+    ck_assert_int_ne(c->capture_end(m, &graph, &err), 0);
+    c->capture_abort(m);
+    ck_assert_msg(c->sync(m, &err) == 0, "%s", err.msg);
+    c->release(m, d);
+    ath_devmem_close(m);
+#endif
 }
 END_TEST
 
@@ -849,6 +940,7 @@ static Suite *host_suite(const char *name)
     } else if (strcmp(name, "bench") == 0) {
         tcase_add_test(tc, test_flop_formula);
         tcase_add_test(tc, test_bench_cpu);
+        tcase_add_test(tc, test_devmem_graph);
         tcase_add_test(tc, test_bench_refused_plugin_continues);
     }
     suite_add_tcase(s, tc);
