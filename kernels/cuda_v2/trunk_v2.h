@@ -12,6 +12,9 @@
  * Launch sequence (fixed for a given batch; nothing depends on data):
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
  *   backward: dh2_pre, dh1_pre, grouped dW/db chunk partials, tree (if B > 256)
+ * For batches up to V2_ROWS_MAX_BATCH (128) the row-local stages run on the
+ * cluster path of trunk_v2_rows.h instead: forward in one launch, dh2_pre and
+ * dh1_pre in one launch.
  */
 #ifndef AUXTRUNK_TRUNK_V2_H
 #define AUXTRUNK_TRUNK_V2_H
@@ -42,9 +45,11 @@ typedef struct v2_grads {
  * (P = parameter count), else 0, plus dh2_pre and dh1_pre [max_batch, H2+H1]. */
 size_t v2_workspace_floats(v2_dims_t d, int max_batch);
 
-/* Loads every kernel of this file on the current device (even under lazy
- * module loading), so that no later launch loads code, e.g. inside a host's
- * graph capture. Call once per device at init. */
+/* Loads every kernel of this file and of trunk_v2_rows.cu on the current
+ * device (even under lazy module loading), so that no later launch loads
+ * code, e.g. inside a host's graph capture, raises their shared-memory limits,
+ * and checks that the small-batch path's clusters fit. Call once per device
+ * at init. */
 cudaError_t v2_prepare(void);
 
 /* Forward: h1 [B,H1], h2 [B,H2] (scratch or recorded) and out [B,AUX]. */
@@ -81,9 +86,11 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
  * stages' errors linearly, as if they never cancelled, gives 5 · 2u = 4.9e-3.
  * The tolerance doubles that. Expected measurements: about 1e-3.
  *
- * Domain: every width a multiple of 4 and every pointer 16-byte aligned; the
- * batch is arbitrary. Outside it, the calls run the exact kernels above
- * (canonical bits). Workspace: the larger of the exact kernels' and the fast
+ * Domain: every width a multiple of 4, every pointer 16-byte aligned, and a
+ * batch of at least V2_FAST_MIN_BATCH. Outside it, the calls run the exact
+ * kernels above (canonical bits): below that batch the 128 x 128 tensor-core
+ * tiles leave most of the GPU idle and the exact path is faster (measured on
+ * the H200, docs/perf-notes.md). Workspace: the larger of the exact kernels' and the fast
  * kernels' (dh2/dh1 [max_batch, H2+H1] plus nc chunk partials of all P
  * parameters, nc <= min(264 / weight tiles, ceil(max_batch / 256)): 26 for
  * the production topology), since either may run.
@@ -91,6 +98,11 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
 
 /* The tolerance above, for tests and documentation. */
 #define V2_FAST_TOL 1e-2
+
+/* Smallest batch the fast kernels take (see Domain above). */
+#ifndef V2_FAST_MIN_BATCH
+#define V2_FAST_MIN_BATCH 2048
+#endif
 
 /* 1 if the fast kernels take this topology (every width a multiple of 4). */
 int v2_fast_supported(v2_dims_t d);

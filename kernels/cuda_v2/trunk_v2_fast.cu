@@ -384,7 +384,10 @@ cudaError_t prepare_kernel(F *f)
     const void *k = reinterpret_cast<const void *>(f);
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          SMEM_BYTES);
-    if (e == cudaSuccess)
+#ifndef V2_FAST_CARVEOUT
+#define V2_FAST_CARVEOUT 1
+#endif
+    if (V2_FAST_CARVEOUT && e == cudaSuccess)
         e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared);
     return e;
@@ -430,7 +433,8 @@ extern "C" cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const 
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !out)
         return cudaErrorInvalidValue;
-    const bool fast = v2_fast_supported(d) && aligned16(x) && aligned16(p->w1) &&
+    const bool fast = v2_fast_supported(d) && batch >= V2_FAST_MIN_BATCH && aligned16(x) &&
+                      aligned16(p->w1) &&
                       aligned16(p->w2) && aligned16(p->w3) && aligned16(h1) && aligned16(h2) &&
                       aligned16(out);
     if (!fast)
@@ -454,7 +458,8 @@ extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
         return cudaErrorInvalidValue;
-    const bool fast = v2_fast_supported(d) && aligned16(x) && aligned16(h1) && aligned16(h2) &&
+    const bool fast = v2_fast_supported(d) && batch >= V2_FAST_MIN_BATCH && aligned16(x) &&
+                      aligned16(h1) && aligned16(h2) &&
                       aligned16(dout) && aligned16(p->w2) && aligned16(p->w3) &&
                       aligned16(workspace) && aligned16(gr->dw1) && aligned16(gr->db1) &&
                       aligned16(gr->dw2) && aligned16(gr->db2) && aligned16(gr->dw3) &&
