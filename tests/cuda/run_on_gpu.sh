@@ -13,7 +13,8 @@
 # .carry/check/{include,lib} is used automatically when it exists.
 # Environment: OUT (log folder), AUXTRUNK_SEED (inputs; default: the clock),
 # AUXTRUNK_GPU_BUILD (build folder, default build-gpu),
-# AUXTRUNK_GPU_EXTRA=1 (also synccheck and initcheck),
+# AUXTRUNK_GPU_EXTRA=1 (also synccheck and initcheck), AUXTRUNK_GPU_SANITIZE
+# (the plugins to run the sanitizers on, default "v1 v2"),
 # AUXTRUNK_GPU_DEADLINE (seconds for everything, default 540).
 # Expected: about 1 min build, 1 min ctest, 1-2 min per sanitizer.
 set -u -o pipefail
@@ -106,7 +107,7 @@ done
 # --- Sanitizers (quick mode, one process: CK_FORK=no) -----------------------------
 san=(env CK_FORK=no AUXTRUNK_CUDA_TEST_QUICK=1 "$sanitizer" --error-exitcode 86 --print-limit 100)
 if [ -x "$sanitizer" ]; then
-    for v in v1 v2; do
+    for v in ${AUXTRUNK_GPU_SANITIZE:-v1 v2}; do
         bin=$build/tests/cuda/test_cuda_$v
         step "memcheck-$v" "$out/memcheck-$v.log" 150 "${san[@]}" --tool memcheck --leak-check full "$bin" gpu
         step "racecheck-$v" "$out/racecheck-$v.log" 150 "${san[@]}" --tool racecheck --racecheck-report all "$bin" gpu
