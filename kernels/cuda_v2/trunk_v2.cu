@@ -22,7 +22,18 @@
  */
 #include "trunk_v2.h"
 
+#include <string.h>
+#include <type_traits>
+
 #include "auxtrunk_canon.h"
+#include "trunk_v2_async.cuh"
+#include "trunk_v2_rows.h"
+
+/* Batches up to this size take the cluster path of trunk_v2_rows.cu for the
+ * row-local stages (forward, hidden gradients). */
+#ifndef V2_ROWS_MAX_BATCH
+#define V2_ROWS_MAX_BATCH 128
+#endif
 
 namespace {
 
@@ -316,14 +327,498 @@ inline size_t smem_for(int k)
     return smem_bytes<BM, BN>(k > bk_of<BM>() ? 2 : 1);
 }
 
+/* ----------------------------------------------------------- async tile -- */
+
+/* gemm_tile_async: the same per-thread chain as gemm_tile (accumulator starts
+ * at bias[n] or 0, then one fmaf per k, k strictly ascending, exact tail), fed
+ * by a ring of V2_STAGES shared-memory slabs that cp.async fills directly
+ * from global memory, so V2_STAGES - 1 slabs are in flight while one is used
+ * and no staging registers are needed. VEC launches only: every width a
+ * multiple of 4 and every base 16-byte aligned. */
+#ifndef V2_ASYNC
+#define V2_ASYNC 1 /* 1: VEC launches of every tile size use gemm_tile_async */
+#endif
+#ifndef V2_STAGES
+#define V2_STAGES 4 /* slabs in the ring of the async tile */
+#endif
+#ifndef V2_ASYNC_BK
+#define V2_ASYNC_BK 32 /* reduction steps per slab of the async tile */
+#endif
+#ifndef V2_TM8
+#define V2_TM8 0 /* 1: async tiles of 128 rows give every thread an 8x8 micro-tile
+                    (128x64: 128 threads, 128x128: 256), see group_8x8 */
+#endif
+#ifndef V2_TM8_REGS
+#define V2_TM8_REGS 128 /* register cap of the 8x8 kernels (through __launch_bounds__) */
+#endif
+constexpr int ASTAGES = V2_STAGES, ABK = V2_ASYNC_BK;
+static_assert(ASTAGES >= 2, "the ring needs one slab in use and one in flight");
+static_assert(ABK % 8 == 0, "k in groups of 4, and an odd KC row stride in 16-byte units");
+
+/* Threads of a BM x BN tile's block: NTHREADS, except for the 8x8 async
+ * tiles (ASYNC: the launch runs gemm_tile_async), one thread per 64 outputs. */
+template <int BM, int BN, bool ASYNC>
+__host__ __device__ constexpr int threads_of()
+{
+    return V2_TM8 && ASYNC && BM == 128 ? BM * BN / 64 : NTHREADS;
+}
+
+/* Blocks per SM that __launch_bounds__ asks the register allocator to allow:
+ * the 8x8 kernels are held to V2_TM8_REGS registers per thread. */
+template <int BM, int BN, bool ASYNC>
+__host__ __device__ constexpr int min_blocks_of()
+{
+    return V2_TM8 && ASYNC && BM == 128 ? 65536 / (threads_of<BM, BN, ASYNC>() * V2_TM8_REGS)
+                                        : V2_MIN_BLOCKS;
+}
+
+/* One operand's slab in shared memory, in its global orientation (no
+ * transposes). KC (element [d,k] at p[d*ld + k]): BD rows of d, k contiguous,
+ * row stride ABK + 4 floats. Otherwise (element [d,k] at p[k*ld + d]): ABK
+ * rows of k, d contiguous, row stride BD + 4 floats. */
+template <int BD, bool KC, int NT = NTHREADS>
+struct AsyncSlab {
+    static constexpr int ROW = KC ? ABK + 4 : BD + 4;
+    static constexpr int FLOATS = (KC ? BD : ABK) * ROW;
+    static constexpr int PPR = (KC ? ABK : BD) / 4; /* 16-byte pieces per row */
+    static_assert(BD % 4 == 0 && NT % PPR == 0, "whole rows of 16-byte pieces");
+
+    /* Issues the copies of k in [k0, k0 + ABK), d in [d0, d0 + BD), where
+     * d0 < dlim (the tile exists) and k0 < klim (the slab does). Consecutive
+     * threads take consecutive pieces of one row, so a warp reads whole runs
+     * of global memory. A piece is wholly in range or wholly out: VEC makes
+     * every d-contiguous width (dlim) and every KC reduction length (klim) a
+     * multiple of 4, and KC slabs start at k0 % 4 == 0 (k_begin is 0 for
+     * every KC use). A piece out of range (d >= dlim or k >= klim) is
+     * zero-filled with src-size 0: shared memory stays defined, but the
+     * arithmetic never reads a k >= klim (exact loop bound), and a d >= dlim
+     * only meets accumulators that are never stored. */
+    template <bool REFORM = false>
+    static __device__ __forceinline__ void issue(float *s, const float *base, int ld, int d0,
+                                                 int dlim, int k0, int klim, int tid)
+    {
+#if defined(__CUDA_ARCH__)
+        /* REFORM: ld passes through an empty asm, so the piece addresses are
+         * formed here, once per slab, instead of being kept live across the
+         * k loop (a 64-bit pair per piece), which would not fit the 128
+         * registers of an 8x8 micro-tile. Addresses only: no arithmetic. */
+        if constexpr (REFORM)
+            asm volatile("" : "+r"(ld));
+#endif
+        const float *p = KC ? base + (size_t)d0 * ld + k0 : base + (size_t)k0 * ld + d0;
+        const int rlim = KC ? dlim - d0 : klim - k0; /* rows of the slab that exist */
+        const int clim = KC ? klim - k0 : dlim - d0; /* floats of a row that exist */
+        constexpr int ROWS = KC ? BD : ABK;
+        constexpr int RSTEP = NT / PPR; /* rows between one thread's pieces */
+        const int r0 = tid / PPR, c = tid % PPR * 4;
+#pragma unroll
+        for (int e = 0; e < (ROWS + RSTEP - 1) / RSTEP; e++) {
+            const int r = r0 + e * RSTEP;
+            if (ROWS % RSTEP != 0 && r >= ROWS)
+                break;
+            const bool ok = r < rlim && c < clim;
+            v2async::copy16(s + r * ROW + c, ok ? p + (size_t)r * ld + c : p, ok ? 16 : 0);
+        }
+    }
+};
+
+/* Which of a tile's BD rows/columns fragment element i of thread coordinate
+ * t (0..15) covers in the async tile. KC operand: t + (BD/T) i, so that lane
+ * neighbours read neighbouring rows; d-contiguous operand: 4-wide runs as in
+ * frag_index, read with one 16-byte load per run. (Ownership only: it never
+ * changes the order of any sum.) */
+template <int BD, int T, bool KC>
+__device__ __forceinline__ int async_own(int t, int i)
+{
+    if constexpr (KC)
+        return t + (BD / T) * i;
+    else
+        return frag_index<BD, T>(t, i);
+}
+
+/* Fragment of k-group g (slab steps 4g..4g+3): f[i][q] = operand element
+ * (d = async_own(t, i), k = 4g + q). KC: one 16-byte load per owned d gives
+ * its 4 k; d-contiguous: per k, one 16-byte load per 4 owned d (8 bytes per
+ * 2 when T == 2). Rows past the reduction end are loaded (they are defined,
+ * zero-filled) but never used. */
+template <int BD, int T, bool KC>
+__device__ __forceinline__ void load_group(float (&f)[T][4], const float *s, int t, int g)
+{
+    using S = AsyncSlab<BD, KC>;
+    if constexpr (KC) {
+#pragma unroll
+        for (int i = 0; i < T; i++) {
+            const float4 v =
+                *reinterpret_cast<const float4 *>(s + async_own<BD, T, KC>(t, i) * S::ROW + 4 * g);
+            f[i][0] = v.x;
+            f[i][1] = v.y;
+            f[i][2] = v.z;
+            f[i][3] = v.w;
+        }
+    } else {
+        static_assert(T == 2 || T % 4 == 0, "fragment width");
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float *row = s + (4 * g + q) * S::ROW;
+            if constexpr (T == 2) {
+                const float2 v = *reinterpret_cast<const float2 *>(row + 2 * t);
+                f[0][q] = v.x;
+                f[1][q] = v.y;
+            } else {
+#pragma unroll
+                for (int h = 0; h < T / 4; h++) {
+                    const float4 v =
+                        *reinterpret_cast<const float4 *>(row + async_own<BD, T, KC>(t, 4 * h));
+                    f[4 * h][q] = v.x;
+                    f[4 * h + 1][q] = v.y;
+                    f[4 * h + 2][q] = v.z;
+                    f[4 * h + 3][q] = v.w;
+                }
+            }
+        }
+    }
+}
+
+/* The first nq (1..4) steps of a k-group, k ascending: the canonical chain. */
+template <int TM, int TN>
+__device__ __forceinline__ void group_steps(float (&acc)[TM][TN], const float (&fa)[TM][4],
+                                            const float (&fb)[TN][4], int nq)
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        if (q < nq) {
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++)
+                    acc[i][j] = fmaf(fa[i][q], fb[j][q], acc[i][j]);
+        }
+    }
+}
+
+/* The first nq (1..4) steps of k-group g with an 8x8 micro-tile (V2_TM8).
+ * Both operands' group fragments (2 x 32 floats) next to the 64
+ * accumulators, the copy state and the addresses would not fit 128
+ * registers, so one operand's group is held and the other is streamed four
+ * floats at a time:
+ *   A KC, B d:   B's group held (per step k two 16-byte loads of 4 n);
+ *                per owned row i one 16-byte load gives A's 4 k, then the
+ *                4 steps of that row's 8 accumulators.
+ *   A d, B KC:   A's group held likewise; per owned column j one 16-byte
+ *                load gives B's 4 k.
+ *   A KC, B KC:  A's group held (one 16-byte load per owned row); B streamed
+ *                per owned column as above.
+ *   A d, B d:    per step k two 16-byte loads of each operand (16 floats).
+ * Always 16 16-byte loads per 4 steps and 256 FMAs, and every accumulator
+ * takes its steps k ascending (the order across accumulators is free: they
+ * are independent chains). KC operands always come in whole groups (VEC:
+ * KC reduction lengths are multiples of 4), so nq < 4 only meets d-contiguous
+ * ones, whose rows past the end are never read. */
+template <int BM, int BN, bool A_KC, bool B_KC>
+__device__ __forceinline__ void group_8x8(float (&acc)[8][8], const float *a_s, const float *b_s,
+                                          int ty, int tx, int g, int nq)
+{
+    constexpr int AROW = AsyncSlab<BM, A_KC>::ROW, BROW = AsyncSlab<BN, B_KC>::ROW;
+    if constexpr (A_KC && !B_KC) {
+        float fb[8][4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            float v[8];
+            if (q < nq)
+                load_frag<BN, 8>(v, b_s + (4 * g + q) * BROW, tx);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                fb[j][q] = q < nq ? v[j] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float4 v = *reinterpret_cast<const float4 *>(
+                a_s + async_own<BM, 8, true>(ty, i) * AROW + 4 * g);
+            const float fa[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                if (q < nq)
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[i][j] = fmaf(fa[q], fb[j][q], acc[i][j]);
+        }
+    } else if constexpr (B_KC) {
+        float fa[8][4];
+        if constexpr (A_KC) {
+            load_group<BM, 8, true>(fa, a_s, ty, g);
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                float v[8];
+                if (q < nq)
+                    load_frag<BM, 8>(v, a_s + (4 * g + q) * AROW, ty);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    fa[i][q] = q < nq ? v[i] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float4 v = *reinterpret_cast<const float4 *>(
+                b_s + async_own<BN, 8, true>(tx, j) * BROW + 4 * g);
+            const float fb[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                if (q < nq)
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        acc[i][j] = fmaf(fa[i][q], fb[q], acc[i][j]);
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            if (q < nq) {
+                float fa[8], fb[8];
+                load_frag<BM, 8>(fa, a_s + (4 * g + q) * AROW, ty);
+                load_frag<BN, 8>(fb, b_s + (4 * g + q) * BROW, tx);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+            }
+        }
+    }
+}
+
+/*
+ * Bank analysis of the fragment reads. Threads: tx = tid % 16 owns columns n,
+ * ty = tid / 16 owns rows m (TX = TY = 16 in every tile), so a warp holds two
+ * ty (2w, 2w+1), each with tx = 0..15; a quarter warp (8 lanes, the unit of a
+ * 16-byte access) has one ty and 8 consecutive tx, a half warp (the unit of
+ * an 8-byte access) one ty and tx = 0..15. Shared memory has 8 bank groups
+ * of 16 bytes; a KC row is ABK + 4 = 36 floats = 9 groups long, so
+ * consecutive rows start one group apart.
+ *  - A, either orientation: the address depends on ty only, so every lane of
+ *    a quarter (half) warp reads the same piece: broadcast. The warp's two
+ *    pieces (rows ty, ty+1 when KC; neighbouring pieces of one row when
+ *    d-contiguous) fall in different groups: one wavefront.
+ *  - B KC (rows n = tx + 16 j, one k-group g): a quarter warp reads rows
+ *    r..r+7, groups (9 r + g) mod 8, all 8 distinct. The warp's 16 distinct
+ *    pieces take the minimum of 2 wavefronts.
+ *  - B d-contiguous (n = 4 tx + j, and BN/2 + 4 tx + j when TN = 8; one row
+ *    k): a quarter warp reads 8 consecutive pieces, all 32 banks once, and the
+ *    two ty read the same pieces: 2 wavefronts. TN = 2 (32x32): a half warp
+ *    reads 16 consecutive 8-byte pieces, all 32 banks once.
+ * Per combination (A reads, B reads):
+ *    A_KC=1 B_KC=0 (forward):          broadcast, one row  -> conflict-free
+ *    A_KC=1 B_KC=1 (hidden gradients): broadcast, 8 rows   -> conflict-free
+ *    A_KC=0 B_KC=0 (weight gradients): broadcast, one row  -> conflict-free
+ *    A_KC=0 B_KC=1 (not launched):     broadcast, 8 rows   -> conflict-free
+ * 128x64 forward, per warp and k-group of 4: 8 + 4 16-byte loads (8 + 8
+ * wavefronts) for 128 FMAs per thread. Copies: with ABK = 32 a quarter warp
+ * writes 8 consecutive pieces of one row (a KC row holds 8, a d-contiguous
+ * row BD/4 >= 8): 8 distinct groups.
+ *
+ * 8x8 micro-tiles (V2_TM8; 128x64 with 128 threads, 128x128 with 256). On
+ * sm_90 a warp's 16-byte load takes 4 shared-memory cycles (512 bytes at 128
+ * per cycle) however much it broadcasts, so the cost is counted in loads:
+ * 8x4 per thread spends 12 loads (48 cycles) per 4 steps on 128 FMAs per
+ * lane (128 FMA-pipe cycles per warp): 16 warps per SM then ask 192 shared
+ * cycles per 128 FMA cycles. 8x8 spends 16 loads (64 cycles) per 256 FMAs
+ * per lane (256 cycles): 1 : 4 instead of 1.5 : 1. Loads per k-group of 4
+ * and thread (group_8x8): A KC 8 (one per owned row m = ty + 16 i, 4 k
+ * each), A d-contiguous 8 (per k one per run m = 4 ty + i, 64 + 4 ty + i);
+ * B likewise with n = tx + (BN/8) j or 4 tx + j, BN/2 + 4 tx + j; so 16 in
+ * all four combinations. 128x64: tx = tid % 8, ty = tid / 8, a warp holds
+ * ty = 4w..4w+3 and a quarter warp one ty with tx = 0..7 (128x128: the 16 x
+ * 16 map above).
+ *  - A, either orientation: one address per quarter warp: broadcast.
+ *  - B KC: a quarter warp reads rows r..r+7 of one k-group, groups
+ *    (9 r + g) mod 8 all distinct: conflict-free.
+ *  - B d-contiguous: a quarter warp reads 8 consecutive pieces of one row
+ *    (4 tx, tx = 0..7; and the same 8 pieces BN/2 further on): the 32 banks
+ *    once, conflict-free.
+ * Copies: NT = 128 threads still take whole rows (PPR = 8 for KC, BD/4 = 16
+ * or 32 d-contiguous), a quarter warp 8 consecutive pieces of one row.
+ */
+template <int BM, int BN, int NT, bool A_KC, bool B_KC, int EPI>
+__device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, int k_begin,
+                                                int k_end, bool accumulate, float *smem)
+{
+    constexpr int TN = BN * BM / NT >= 64 ? 8 : (BN * BM / NT >= 16 ? 4 : 2);
+    constexpr int TM = BM * BN / NT / TN;
+    constexpr int TX = BN / TN; /* threads along n */
+    static_assert(TX * (BM / TM) == NT, "tile shape");
+    static_assert((TX == 16 && BM / TM == 16) || (TM == 8 && TN == 8 && TX == 8),
+                  "the bank analysis assumes 16 x 16 threads, or 8 x 16 with 8x8 each");
+    /* 8x8 micro-tiles take the streamed group_8x8 (V2_TM8 only, so that the
+     * default build is unchanged). */
+    constexpr bool T88 = V2_TM8 && TM == 8 && TN == 8;
+    /* Register fit of the 8x8 kernels at 128 (ptxas, sm_90, CUDA 13): copy
+     * addresses re-formed per slab when an operand is KC, and the k-groups
+     * of a slab not unrolled when both are (found by -Xptxas -v: these are
+     * the settings without spills). */
+    constexpr bool REFORM = T88 && (A_KC || B_KC);
+    constexpr bool ROLLED = T88 && A_KC && B_KC;
+    using SA = AsyncSlab<BM, A_KC, NT>;
+    using SB = AsyncSlab<BN, B_KC, NT>;
+
+    const int tid = threadIdx.x;
+    const int tx = tid % TX, ty = tid / TX;
+    /* Stage s of A at as + s * SA::FLOATS, of B at bs + s * SB::FLOATS; only
+     * min(ntiles, ASTAGES) stages are allocated (async_smem_for), and stage
+     * indices t % ASTAGES with t < ntiles stay below that. */
+    const int ntiles = (k_end - k_begin + ABK - 1) / ABK;
+    const int nst = ntiles < ASTAGES ? ntiles : ASTAGES;
+    float *as = smem, *bs = smem + nst * SA::FLOATS;
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            int n = n0 + async_own<BN, TN, B_KC>(tx, j);
+            acc[i][j] = (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) ? (n < g.n ? g.bias[n] : 0.0f)
+                                                                 : 0.0f;
+        }
+
+    /* Slabs 0 .. ASTAGES-2 in flight; one commit group per slab, empty
+     * groups included, so that "slab t has landed" is always wait_group
+     * ASTAGES-2 at iteration t. */
+#pragma unroll
+    for (int s = 0; s < ASTAGES - 1; s++) {
+        if (s < ntiles) {
+            const int k0 = k_begin + s * ABK;
+            SA::template issue<REFORM>(as + s * SA::FLOATS, g.a, g.lda, m0, g.m, k0, k_end, tid);
+            SB::template issue<REFORM>(bs + s * SB::FLOATS, g.b, g.ldb, n0, g.n, k0, k_end, tid);
+        }
+        v2async::commit();
+    }
+
+    for (int t = 0; t < ntiles; t++) {
+        v2async::wait<ASTAGES - 2>(); /* this thread's copies of slab t are done */
+        __syncthreads(); /* everyone's are, and everyone is done reading slab t-1 */
+        const int tn = t + ASTAGES - 1;
+        if (tn < ntiles) { /* into the stage of slab t-1, free since the barrier */
+            const int ws = (unsigned)tn % ASTAGES;
+            const int k0 = k_begin + tn * ABK;
+            SA::template issue<REFORM>(as + ws * SA::FLOATS, g.a, g.lda, m0, g.m, k0, k_end, tid);
+            SB::template issue<REFORM>(bs + ws * SB::FLOATS, g.b, g.ldb, n0, g.n, k0, k_end, tid);
+        }
+        v2async::commit();
+
+        const int rs = (unsigned)t % ASTAGES;
+        const float *a_s = as + rs * SA::FLOATS;
+        const float *b_s = bs + rs * SB::FLOATS;
+        const int kn = k_end - (k_begin + t * ABK); /* steps left in the reduction */
+        if constexpr (T88) {
+            if (kn >= ABK && ROLLED) {
+#pragma unroll 1
+                for (int q = 0; q < ABK / 4; q++)
+                    group_8x8<BM, BN, A_KC, B_KC>(acc, a_s, b_s, ty, tx, q, 4);
+            } else if (kn >= ABK) {
+#pragma unroll
+                for (int q = 0; q < ABK / 4; q++)
+                    group_8x8<BM, BN, A_KC, B_KC>(acc, a_s, b_s, ty, tx, q, 4);
+            } else { /* reduction tail: exactly kn more steps */
+                int q = 0;
+                for (; 4 * q + 4 <= kn; q++)
+                    group_8x8<BM, BN, A_KC, B_KC>(acc, a_s, b_s, ty, tx, q, 4);
+                if (4 * q < kn)
+                    group_8x8<BM, BN, A_KC, B_KC>(acc, a_s, b_s, ty, tx, q, kn - 4 * q);
+            }
+        } else {
+            float fa[TM][4], fb[TN][4];
+            if (kn >= ABK) {
+#pragma unroll
+                for (int q = 0; q < ABK / 4; q++) {
+                    load_group<BM, TM, A_KC>(fa, a_s, ty, q);
+                    load_group<BN, TN, B_KC>(fb, b_s, tx, q);
+                    group_steps<TM, TN>(acc, fa, fb, 4);
+                }
+            } else { /* reduction tail: exactly kn more steps */
+                int q = 0;
+                for (; 4 * q + 4 <= kn; q++) {
+                    load_group<BM, TM, A_KC>(fa, a_s, ty, q);
+                    load_group<BN, TN, B_KC>(fb, b_s, tx, q);
+                    group_steps<TM, TN>(acc, fa, fb, 4);
+                }
+                if (4 * q < kn) {
+                    load_group<BM, TM, A_KC>(fa, a_s, ty, q);
+                    load_group<BN, TN, B_KC>(fb, b_s, tx, q);
+                    group_steps<TM, TN>(acc, fa, fb, kn - 4 * q);
+                }
+            }
+        }
+    }
+    v2async::wait<0>(); /* only empty groups remain; leave none behind */
+
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        int m = m0 + async_own<BM, TM, A_KC>(ty, i);
+        if (m >= g.m)
+            continue;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            int n = n0 + async_own<BN, TN, B_KC>(tx, j);
+            if (n >= g.n)
+                continue;
+            size_t o = (size_t)m * g.ldc + n;
+            float v = acc[i][j];
+            if (EPI == EPI_BIAS_ELU)
+                v = auxtrunk_canon_elu(v);
+            else if (EPI == EPI_ELU_GRAD)
+                v = auxtrunk_canon_elu_grad(v, g.y[o]);
+            else if (EPI == EPI_SUM && accumulate)
+                v = g.c[o] + v;
+            g.c[o] = v;
+        }
+    }
+}
+
+/* Shared memory of the async tile: `stages` slabs of both operands. */
+template <int BM, int BN, bool A_KC, bool B_KC>
+__host__ __device__ constexpr size_t async_smem_bytes(int stages)
+{
+    return (size_t)stages * (AsyncSlab<BM, A_KC>::FLOATS + AsyncSlab<BN, B_KC>::FLOATS) *
+           sizeof(float);
+}
+
+/* A reduction of k steps uses min(ceil(k / ABK), ASTAGES) stages. */
+template <int BM, int BN, bool A_KC, bool B_KC>
+inline size_t async_smem_for(int k)
+{
+    const int nt = (k + ABK - 1) / ABK;
+    return async_smem_bytes<BM, BN, A_KC, B_KC>(nt < ASTAGES ? nt : ASTAGES);
+}
+
+/* Dynamic shared memory of one launch over a k-step reduction, and the most
+ * any launch of that kernel asks for (granted once in v2_prepare). */
+template <int BM, int BN, bool A_KC, bool B_KC, bool VEC>
+inline size_t launch_smem(int k)
+{
+    if (V2_ASYNC && VEC)
+        return async_smem_for<BM, BN, A_KC, B_KC>(k);
+    return smem_for<BM, BN>(k);
+}
+
+template <int BM, int BN, bool A_KC, bool B_KC, bool VEC>
+constexpr size_t max_smem()
+{
+    return V2_ASYNC && VEC ? async_smem_bytes<BM, BN, A_KC, B_KC>(ASTAGES) : smem_bytes<BM, BN>(2);
+}
+
 /* ------------------------------------------------------- forward / dh -- */
 
 /* One GEMM over the whole reduction (layer forward, hidden gradient). */
 template <int BM, int BN, bool A_KC, bool B_KC, int EPI, bool VEC>
-__global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) gemm_kernel(Gemm g, int k)
+__global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
+                                  min_blocks_of<BM, BN, V2_ASYNC && VEC>())
+    gemm_kernel(Gemm g, int k)
 {
     extern __shared__ __align__(16) float smem[];
-    gemm_tile<BM, BN, A_KC, B_KC, EPI, VEC>(g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false, smem);
+    if constexpr (V2_ASYNC && VEC)
+        gemm_tile_async<BM, BN, threads_of<BM, BN, true>(), A_KC, B_KC, EPI>(
+            g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false, smem);
+    else
+        gemm_tile<BM, BN, A_KC, B_KC, EPI, VEC>(g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false,
+                                                smem);
 }
 
 /* ------------------------------------------------------------- backward -- */
@@ -344,8 +839,11 @@ struct GradGroup {
 };
 
 template <int BM, int BN, bool VEC>
-__global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) grad_chunk_kernel(GradGroup G)
+__global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
+                                  min_blocks_of<BM, BN, V2_ASYNC && VEC>())
+    grad_chunk_kernel(GradGroup G)
 {
+    constexpr int NT = threads_of<BM, BN, V2_ASYNC && VEC>(); /* db: columns per block */
     extern __shared__ __align__(16) float smem[];
     const int chunk = blockIdx.y;
     const int kb = chunk * CHUNK;
@@ -358,12 +856,17 @@ __global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) grad_chunk_kernel(Gra
     if (p < 3) {
         Gemm g = G.dw[p];
         g.c += off;
-        gemm_tile<BM, BN, false, false, EPI_SUM, VEC>(g, (blk / G.tiles_n[p]) * BM,
-                                                 (blk % G.tiles_n[p]) * BN, kb, ke,
-                                                 G.accumulate && G.chunk_stride == 0, smem);
+        if constexpr (V2_ASYNC && VEC)
+            gemm_tile_async<BM, BN, NT, false, false, EPI_SUM>(
+                g, (blk / G.tiles_n[p]) * BM, (blk % G.tiles_n[p]) * BN, kb, ke,
+                G.accumulate && G.chunk_stride == 0, smem);
+        else
+            gemm_tile<BM, BN, false, false, EPI_SUM, VEC>(g, (blk / G.tiles_n[p]) * BM,
+                                                     (blk % G.tiles_n[p]) * BN, kb, ke,
+                                                     G.accumulate && G.chunk_stride == 0, smem);
     } else {
         const int q = p - 3;
-        const int n = blk * NTHREADS + threadIdx.x;
+        const int n = blk * NT + threadIdx.x;
         if (n < G.db_n[q]) {
             const float *src = G.g[q];
             float acc = 0.0f;
@@ -377,6 +880,8 @@ __global__ void __launch_bounds__(NTHREADS, V2_MIN_BLOCKS) grad_chunk_kernel(Gra
 
 /* Deepest binary-counter stack: 2^14 chunks = 4M samples > AUXTRUNK_MAX_BATCH. */
 constexpr int TREE_LEVELS = 14;
+/* Partials loaded ahead per thread in the tree launch. */
+constexpr int TREE_BATCH = 8;
 
 /* Combines nc chunk partials per element in the canonical pairwise tree.
  * Element e of the flat gradient (layout W1 b1 W2 b2 W3 b3) reads
@@ -395,38 +900,62 @@ struct TreeArgs {
     int accumulate;
 };
 
+/* V consecutive elements per thread (V = 4: 16-byte loads and stores, when
+ * every gradient's size is a multiple of 4 and every pointer 16-byte aligned,
+ * so a group never straddles two gradients). */
+template <int V>
 __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
 {
-    const int64_t e = (int64_t)blockIdx.x * NTHREADS + threadIdx.x;
+    using vec = typename std::conditional<V == 4, float4, float>::type;
+    const int64_t e = ((int64_t)blockIdx.x * NTHREADS + threadIdx.x) * V;
     if (e >= T.end[5])
         return;
-    float stack[TREE_LEVELS];
+    float stack[TREE_LEVELS][V];
 #pragma unroll
     for (int l = 0; l < TREE_LEVELS; l++)
-        stack[l] = 0.0f;
-    unsigned count = 0;
-    for (int c = 0; c < T.nc; c++) {
-        float v = T.ws[(size_t)c * T.stride + e];
-        bool placed = false;
 #pragma unroll
-        for (int l = 0; l < TREE_LEVELS; l++) {
-            if (!placed) {
-                if (count & (1u << l)) {
-                    v = stack[l] + v;
-                } else {
-                    stack[l] = v;
-                    placed = true;
+        for (int i = 0; i < V; i++)
+            stack[l][i] = 0.0f;
+    unsigned count = 0;
+    /* Partials are fetched TREE_BATCH at a time, all loads in flight before
+     * the first is combined: one thread walks up to 2^14 partials. */
+    for (int c0 = 0; c0 < T.nc; c0 += TREE_BATCH) {
+        vec vb[TREE_BATCH];
+#pragma unroll
+        for (int j = 0; j < TREE_BATCH; j++)
+            if (c0 + j < T.nc)
+                vb[j] = *reinterpret_cast<const vec *>(T.ws + (size_t)(c0 + j) * T.stride + e);
+#pragma unroll
+        for (int j = 0; j < TREE_BATCH; j++) {
+            float v[V];
+            memcpy(v, &vb[j], sizeof v);
+            bool placed = c0 + j >= T.nc; /* past the last partial: nothing to place */
+#pragma unroll
+            for (int l = 0; l < TREE_LEVELS; l++) {
+                if (!placed) {
+                    if (count & (1u << l)) {
+#pragma unroll
+                        for (int i = 0; i < V; i++)
+                            v[i] = stack[l][i] + v[i];
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < V; i++)
+                            stack[l][i] = v[i];
+                        placed = true;
+                    }
                 }
             }
+            count += c0 + j < T.nc;
         }
-        count++;
     }
-    float r = 0.0f;
+    float r[V];
     bool have = false;
 #pragma unroll
     for (int l = 0; l < TREE_LEVELS; l++) {
         if (count & (1u << l)) {
-            r = have ? stack[l] + r : stack[l];
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                r[i] = have ? stack[l][i] + r[i] : stack[l][i];
             have = true;
         }
     }
@@ -434,7 +963,16 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
     while (q < 5 && e >= T.end[q])
         q++;
     float *d = T.dst[q] + (e - (q ? T.end[q - 1] : 0));
-    *d = T.accumulate ? *d + r : r;
+    if (T.accumulate) {
+        float old[V];
+        memcpy(old, d, sizeof old);
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            r[i] = old[i] + r[i];
+    }
+    vec out;
+    memcpy(&out, r, sizeof out);
+    *reinterpret_cast<vec *>(d) = out;
 }
 
 /* --------------------------------------------------------------- launch -- */
@@ -468,16 +1006,19 @@ cudaError_t gemm_launch(const Gemm &g, int k, cudaStream_t s)
     switch (pick(g.m, g.n, 1)) {
     case 128:
         gemm_kernel<128, V2_LARGE_BN, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + V2_LARGE_BN - 1) / V2_LARGE_BN, (g.m + 127) / 128), NTHREADS,
-               smem_for<128, V2_LARGE_BN>(k), s>>>(g, k);
+            <<<dim3((g.n + V2_LARGE_BN - 1) / V2_LARGE_BN, (g.m + 127) / 128),
+               threads_of<128, V2_LARGE_BN, V2_ASYNC && VEC>(),
+               launch_smem<128, V2_LARGE_BN, A_KC, B_KC, VEC>(k), s>>>(g, k);
         break;
     case 64:
         gemm_kernel<64, 64, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + 63) / 64, (g.m + 63) / 64), NTHREADS, smem_for<64, 64>(k), s>>>(g, k);
+            <<<dim3((g.n + 63) / 64, (g.m + 63) / 64), threads_of<64, 64, V2_ASYNC && VEC>(),
+               launch_smem<64, 64, A_KC, B_KC, VEC>(k), s>>>(g, k);
         break;
     default:
         gemm_kernel<32, 32, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + 31) / 32, (g.m + 31) / 32), NTHREADS, smem_for<32, 32>(k), s>>>(g, k);
+            <<<dim3((g.n + 31) / 32, (g.m + 31) / 32), threads_of<32, 32, V2_ASYNC && VEC>(),
+               launch_smem<32, 32, A_KC, B_KC, VEC>(k), s>>>(g, k);
         break;
     }
     return cudaGetLastError();
@@ -500,15 +1041,19 @@ cudaError_t launch_grads(GradGroup &G, int nc, bool vec, cudaStream_t s)
         t += tiles(G.dw[p].m, G.dw[p].n, BM, BN);
         G.tile_start[p + 1] = t;
     }
+    /* db column blocks: one column per thread of the kernel's block */
+    const int nt = vec ? threads_of<BM, BN, V2_ASYNC>() : threads_of<BM, BN, false>();
     for (int q = 0; q < 3; q++) {
-        t += (G.db_n[q] + NTHREADS - 1) / NTHREADS;
+        t += (G.db_n[q] + nt - 1) / nt;
         G.tile_start[4 + q] = t;
     }
-    const size_t smem = smem_for<BM, BN>(G.batch < CHUNK ? G.batch : CHUNK);
+    const int k = G.batch < CHUNK ? G.batch : CHUNK; /* longest chunk */
     if (vec)
-        grad_chunk_kernel<BM, BN, true><<<dim3(t, nc), NTHREADS, smem, s>>>(G);
+        grad_chunk_kernel<BM, BN, true>
+            <<<dim3(t, nc), nt, launch_smem<BM, BN, false, false, true>(k), s>>>(G);
     else
-        grad_chunk_kernel<BM, BN, false><<<dim3(t, nc), NTHREADS, smem, s>>>(G);
+        grad_chunk_kernel<BM, BN, false>
+            <<<dim3(t, nc), nt, launch_smem<BM, BN, false, false, false>(k), s>>>(G);
     return cudaGetLastError();
 }
 
@@ -542,12 +1087,16 @@ cudaError_t touch(F *f, size_t smem = 0)
 template <int BM, int BN, bool VEC>
 cudaError_t touch_config()
 {
-    const size_t smem = smem_bytes<BM, BN>(2);
+    constexpr size_t fwd = max_smem<BM, BN, true, false, VEC>();
+    constexpr size_t dh = max_smem<BM, BN, true, true, VEC>();
+    constexpr size_t dw = max_smem<BM, BN, false, false, VEC>();
+    static_assert(fwd <= 227 * 1024 && dh <= 227 * 1024 && dw <= 227 * 1024,
+                  "dynamic shared memory of one block");
     cudaError_t e;
-    if ((e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS_ELU, VEC>, smem)) != cudaSuccess ||
-        (e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS, VEC>, smem)) != cudaSuccess ||
-        (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>, smem)) != cudaSuccess ||
-        (e = touch(grad_chunk_kernel<BM, BN, VEC>, smem)) != cudaSuccess)
+    if ((e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS_ELU, VEC>, fwd)) != cudaSuccess ||
+        (e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS, VEC>, fwd)) != cudaSuccess ||
+        (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>, dh)) != cudaSuccess ||
+        (e = touch(grad_chunk_kernel<BM, BN, VEC>, dw)) != cudaSuccess)
         return e;
     return cudaSuccess;
 }
@@ -562,9 +1111,10 @@ extern "C" cudaError_t v2_prepare(void)
         (e = touch_config<64, 64, true>()) != cudaSuccess ||
         (e = touch_config<64, 64, false>()) != cudaSuccess ||
         (e = touch_config<32, 32, true>()) != cudaSuccess ||
-        (e = touch_config<32, 32, false>()) != cudaSuccess)
+        (e = touch_config<32, 32, false>()) != cudaSuccess ||
+        (e = touch(tree_kernel<1>)) != cudaSuccess || (e = touch(tree_kernel<4>)) != cudaSuccess)
         return e;
-    return touch(tree_kernel);
+    return v2_rows_prepare();
 }
 
 extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
@@ -583,6 +1133,8 @@ extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float
     const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
                      aligned16(x) && aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) &&
                      aligned16(h1) && aligned16(h2);
+    if (batch <= V2_ROWS_MAX_BATCH && v2_rows_forward_ok(d, p, x, h1, h2, out))
+        return v2_rows_forward(d, p, x, batch, h1, h2, out, stream);
     Gemm g1 = {x, p->w1, h1, p->b1, nullptr, d.enc, d.h1, d.h1, batch, d.h1};
     if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream)) != cudaSuccess)
         return e;
@@ -610,12 +1162,17 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
 
     /* dh2_pre = (dout · W3ᵀ) ⊙ ELU'(h2): reduction over AUX, both operands
      * k-contiguous; dh1_pre likewise from dh2_pre and W2. */
-    Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2};
-    if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream)) != cudaSuccess)
-        return e;
-    Gemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1};
-    if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream)) != cudaSuccess)
-        return e;
+    if (batch <= V2_ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
+        if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
+            return e;
+    } else {
+        Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2};
+        if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream)) != cudaSuccess)
+            return e;
+        Gemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1};
+        if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream)) != cudaSuccess)
+            return e;
+    }
 
     const int nc = auxtrunk_canon_chunks(batch);
     const size_t P = param_count(d);
@@ -671,6 +1228,12 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
         T.dst[i] = dst[i];
     }
     T.accumulate = accumulate;
-    tree_kernel<<<(unsigned)((P + NTHREADS - 1) / NTHREADS), NTHREADS, 0, stream>>>(T);
+    bool v4 = P % 4 == 0 && aligned16(partials);
+    for (int i = 0; i < 6; i++)
+        v4 = v4 && sizes[i] % 4 == 0 && aligned16(dst[i]);
+    if (v4)
+        tree_kernel<4><<<(unsigned)((P / 4 + NTHREADS - 1) / NTHREADS), NTHREADS, 0, stream>>>(T);
+    else
+        tree_kernel<1><<<(unsigned)((P + NTHREADS - 1) / NTHREADS), NTHREADS, 0, stream>>>(T);
     return cudaGetLastError();
 }
