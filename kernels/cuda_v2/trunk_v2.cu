@@ -58,8 +58,7 @@ constexpr int NTHREADS = 256;
 #define V2_FRAG_PREFETCH 1 /* double-buffer the register fragments (measured neutral) */
 #endif
 #ifndef V2_LARGE_BN
-#define V2_LARGE_BN 64 /* columns of the large tile (rows are 128): 128x64 with 8x4 per
-                          thread measured 9% faster per step than 128x128 at B = 65536 */
+#define V2_LARGE_BN 128 /* columns of the large tile (rows are 128); see V2_TM8 */
 #endif
 
 enum Epilogue {
@@ -339,13 +338,14 @@ inline size_t smem_for(int k)
 #define V2_ASYNC 1 /* 1: VEC launches of every tile size use gemm_tile_async */
 #endif
 #ifndef V2_STAGES
-#define V2_STAGES 4 /* slabs in the ring of the async tile */
+#define V2_STAGES 3 /* slabs in the ring of the async tile: 3 x 36 KiB for the 128x128
+                       tile, so that two blocks fit in one SM's 228 KiB */
 #endif
 #ifndef V2_ASYNC_BK
 #define V2_ASYNC_BK 32 /* reduction steps per slab of the async tile */
 #endif
 #ifndef V2_TM8
-#define V2_TM8 0 /* 1: async tiles of 128 rows give every thread an 8x8 micro-tile
+#define V2_TM8 1 /* 1: async tiles of 128 rows give every thread an 8x8 micro-tile
                     (128x64: 128 threads, 128x128: 256), see group_8x8 */
 #endif
 #ifndef V2_TM8_REGS
