@@ -11,6 +11,18 @@
  * handled with an exact loop bound, never by zero padding (a padded
  * fmaf(0, 0, -0.0f) would turn -0 into +0).
  *
+ * Staging (gemm_tile_async, the default for aligned widths that are multiples
+ * of 4): operands travel global -> shared memory by cp.async in a ring of
+ * V2_STAGES slabs of 32 reduction steps, each kept in its global orientation;
+ * threads read 16-byte fragments, 4 reduction steps at a time for
+ * k-contiguous operands. The large tile is 128 x 128 with an 8 x 8 micro-tile
+ * per thread (V2_TM8) and two blocks per SM: on the H200 a warp's 16-byte
+ * shared load costs 4 shared-memory cycles whatever its broadcast, so an
+ * 8 x 8 micro-tile is what balances shared-memory traffic against FFMA issue
+ * (docs/perf-notes.md). Other widths and pointers use gemm_tile (register
+ * staging, double-buffered). Batches up to V2_ROWS_MAX_BATCH run their
+ * row-local stages on the cluster path of trunk_v2_rows.cu.
+ *
  * Batch sums (section 3) split the batch into chunks of AUXTRUNK_CANON_CHUNK
  * samples: one grid row per chunk, each producing the chunk partial of every
  * dW and db element as a sequential chain over its samples, written to the
