@@ -112,15 +112,18 @@ __device__ __forceinline__ float *peer(float *p, unsigned rank)
  * (row, piece) pair is advanced incrementally (no division in the loop) and
  * offsets are 32-bit (this path only runs for batch * width < 2^31). */
 
-/* Rows [row0, row0 + R) of a [batch, k] row-major matrix into s[R][k + 4];
- * rows past the batch are zero-filled (computed, never stored). */
-__device__ __forceinline__ void stage_rows(float *s, const float *g, int row0, int batch, int k)
+/* Rows [row0, row0 + rows) of a row-major matrix with k columns into
+ * s[rows][k + 4]; rows at or past `limit` are zero-filled (computed, never
+ * stored). Used for activations (limit = batch) and for weight rows (limit =
+ * the width they index). */
+__device__ __forceinline__ void stage_rows(float *s, const float *g, int row0, int rows, int limit,
+                                           int k)
 {
     const int per_row = k / 4;
     int r = threadIdx.x / per_row, q = threadIdx.x % per_row;
     const int step_r = NT / per_row, step_q = NT % per_row;
-    for (; r < R;) {
-        const bool ok = row0 + r < batch;
+    for (; r < rows;) {
+        const bool ok = row0 + r < limit;
         cp_async16(s + r * (k + 4) + 4 * q, g + (ok ? (unsigned)((row0 + r) * k + 4 * q) : 0u), ok);
         r += step_r, q += step_q;
         if (q >= per_row)
@@ -140,22 +143,6 @@ __device__ __forceinline__ void stage_cols(float *s, const float *g, int k, int 
     const float *src = g + (ok ? c0 + 4 * q : 0);
     for (int kk = threadIdx.x / PER; kk < k; kk += NT / PER)
         cp_async16(s + kk * W + 4 * q, src + (ok ? (unsigned)(kk * n) : 0u), ok);
-}
-
-/* Rows [c0, c0 + W) of a [n, k] row-major matrix into s[W][k + 4]; rows past
- * n are zero-filled (never stored). */
-__device__ __forceinline__ void stage_wrows(float *s, const float *g, int n, int k, int c0, int w)
-{
-    const int per_row = k / 4;
-    int r = threadIdx.x / per_row, q = threadIdx.x % per_row;
-    const int step_r = NT / per_row, step_q = NT % per_row;
-    for (; r < w;) {
-        const bool ok = c0 + r < n;
-        cp_async16(s + r * (k + 4) + 4 * q, g + (ok ? (unsigned)((c0 + r) * k + 4 * q) : 0u), ok);
-        r += step_r, q += step_q;
-        if (q >= per_row)
-            q -= per_row, r++;
-    }
 }
 
 /* ------------------------------------------------------------- layers -- */
@@ -356,7 +343,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_forward(Fw
     const int c12 = (int)rank * W12 + group * HID_TC; /* this thread's first column */
     const int c3 = (int)rank * W3 + group * TC3;
 
-    stage_rows(xs, f.x, row0, f.batch, f.enc);
+    stage_rows(xs, f.x, row0, R, f.batch, f.enc);
     stage_cols<W12>(w1s, f.w1, f.enc, f.n1, (int)rank * W12);
     cp_async_commit();
     stage_cols<W12>(w2s, f.w2, f.n1, f.n2, (int)rank * W12);
@@ -453,10 +440,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_backward(B
     const int row = row0 + r;
     const int c0 = (int)rank * W; /* slice start, in H2 (stage 1) and H1 (stage 2) */
 
-    stage_rows(ds, f.dout, row0, f.batch, f.aux);
-    stage_wrows(w3s, f.w3, f.n2, f.aux, c0, W);
+    stage_rows(ds, f.dout, row0, R, f.batch, f.aux);
+    stage_rows(w3s, f.w3, c0, W, f.n2, f.aux);
     cp_async_commit();
-    stage_wrows(w2s, f.w2, f.n1, f.n2, c0, W);
+    stage_rows(w2s, f.w2, c0, W, f.n1, f.n2);
     cp_async_commit();
     cluster_arrive_relaxed();
 
