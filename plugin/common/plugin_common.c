@@ -387,3 +387,18 @@ int32_t atp_check_memory_out(auxtrunk_memory_t *out)
     memset((unsigned char *)out + sizeof out->struct_size, 0, size - sizeof out->struct_size);
     return AUXTRUNK_OK;
 }
+
+int32_t atp_memory_report(atp_handle_base_t *base, auxtrunk_memory_t *out, uint64_t host_bytes,
+                          uint64_t device_bytes)
+{
+    if (!out)
+        return atp_fail(base, AUXTRUNK_E_NULL_POINTER, "memory_usage: out is NULL");
+    int32_t st = atp_check_memory_out(out);
+    if (st != AUXTRUNK_OK)
+        return atp_fail(base, st, "memory_usage: out->struct_size %u is below the 1.0 size %u",
+                        out->struct_size, AUXTRUNK_MEMORY_SIZE_1_0);
+    out->host_bytes = host_bytes;
+    out->device_bytes = device_bytes;
+    atp_ok(base);
+    return AUXTRUNK_OK;
+}

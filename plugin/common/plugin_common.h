@@ -106,6 +106,12 @@ int32_t atp_check_backward(atp_handle_base_t *base, const auxtrunk_params_t *par
  * its struct_size. */
 int32_t atp_check_memory_out(auxtrunk_memory_t *out);
 
+/* memory_usage for every adapter, once the handle is checked: validates out
+ * (NULL, struct_size) with the handle's error text, fills it and clears the
+ * error. */
+int32_t atp_memory_report(atp_handle_base_t *base, auxtrunk_memory_t *out, uint64_t host_bytes,
+                          uint64_t device_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -183,16 +183,7 @@ static int32_t cuda_memory_usage(const auxtrunk_handle_t *h, auxtrunk_memory_t *
     if (st != AUXTRUNK_OK)
         return st;
     /* The handle was created non-const by init; only its error text changes. */
-    atp_handle_base_t *base = (atp_handle_base_t *)&h->base;
-    if (!out)
-        return atp_fail(base, AUXTRUNK_E_NULL_POINTER, "memory_usage: out is NULL");
-    if ((st = atp_check_memory_out(out)) != AUXTRUNK_OK)
-        return atp_fail(base, st, "memory_usage: out->struct_size %u is below the 1.0 size %u",
-                        out->struct_size, AUXTRUNK_MEMORY_SIZE_1_0);
-    out->host_bytes = sizeof *h;
-    out->device_bytes = h->block_bytes;
-    atp_ok(base);
-    return AUXTRUNK_OK;
+    return atp_memory_report((atp_handle_base_t *)&h->base, out, sizeof *h, h->block_bytes);
 }
 
 static const char *cuda_last_error(const auxtrunk_handle_t *h)
