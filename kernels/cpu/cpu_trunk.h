@@ -15,31 +15,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trunk_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct cpu_dims {
-    int32_t enc, h1, h2, aux;
-} cpu_dims_t;
-
-typedef struct cpu_params {
-    const float *w1; /* [ENC, H1] */
-    const float *b1; /* [H1] */
-    const float *w2; /* [H1, H2] */
-    const float *b2; /* [H2] */
-    const float *w3; /* [H2, AUX] */
-    const float *b3; /* [AUX] */
-} cpu_params_t;
-
-typedef struct cpu_grads {
-    float *dw1; /* [ENC, H1] */
-    float *db1; /* [H1] */
-    float *dw2; /* [H1, H2] */
-    float *db2; /* [H2] */
-    float *dw3; /* [H2, AUX] */
-    float *db3; /* [AUX] */
-} cpu_grads_t;
+/* The shared shapes and views (kernels/common/trunk_types.h). */
+typedef atk_dims_t cpu_dims_t;
+typedef atk_params_t cpu_params_t;
+typedef atk_grads_t cpu_grads_t;
 
 /* Training forward: h1 [B, H1], h2 [B, H2] (kept for backward) and out [B, AUX]
  * from x [B, ENC]. */

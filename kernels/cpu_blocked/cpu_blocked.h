@@ -23,31 +23,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trunk_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct cpb_dims {
-    int32_t enc, h1, h2, aux;
-} cpb_dims_t;
-
-typedef struct cpb_params {
-    const float *w1; /* [ENC, H1] */
-    const float *b1; /* [H1] */
-    const float *w2; /* [H1, H2] */
-    const float *b2; /* [H2] */
-    const float *w3; /* [H2, AUX] */
-    const float *b3; /* [AUX] */
-} cpb_params_t;
-
-typedef struct cpb_grads {
-    float *dw1; /* [ENC, H1] */
-    float *db1; /* [H1] */
-    float *dw2; /* [H1, H2] */
-    float *db2; /* [H2] */
-    float *dw3; /* [H2, AUX] */
-    float *db3; /* [AUX] */
-} cpb_grads_t;
+/* The shared shapes and views (kernels/common/trunk_types.h). */
+typedef atk_dims_t cpb_dims_t;
+typedef atk_params_t cpb_params_t;
+typedef atk_grads_t cpb_grads_t;
 
 /* Forward: h1 [B, H1], h2 [B, H2] (may be scratch) and out [B, AUX]. */
 void cpb_forward(cpb_dims_t d, const cpb_params_t *p, const float *x, int32_t batch, float *h1,

@@ -24,25 +24,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include "trunk_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct v1_dims {
-    int enc, h1, h2, aux;
-} v1_dims_t;
-
-typedef struct v1_params {
-    const float *w1, *b1; /* [ENC, H1], [H1] */
-    const float *w2, *b2; /* [H1, H2], [H2] */
-    const float *w3, *b3; /* [H2, AUX], [AUX] */
-} v1_params_t;
-
-typedef struct v1_grads {
-    float *dw1, *db1; /* [ENC, H1], [H1] */
-    float *dw2, *db2; /* [H1, H2], [H2] */
-    float *dw3, *db3; /* [H2, AUX], [AUX] */
-} v1_grads_t;
+/* The shared shapes and views (kernels/common/trunk_types.h). */
+typedef atk_dims_t v1_dims_t;
+typedef atk_params_t v1_params_t;
+typedef atk_grads_t v1_grads_t;
 
 /* ------------------------------------------------------------------------- */
 /* The building blocks                                                       */

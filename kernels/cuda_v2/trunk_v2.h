@@ -24,21 +24,16 @@
 
 #include <cuda_runtime.h>
 
+#include "trunk_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct v2_dims {
-    int enc, h1, h2, aux;
-} v2_dims_t;
-
-typedef struct v2_params {
-    const float *w1, *b1, *w2, *b2, *w3, *b3;
-} v2_params_t;
-
-typedef struct v2_grads {
-    float *dw1, *db1, *dw2, *db2, *dw3, *db3;
-} v2_grads_t;
+/* The shared shapes and views (kernels/common/trunk_types.h). */
+typedef atk_dims_t v2_dims_t;
+typedef atk_params_t v2_params_t;
+typedef atk_grads_t v2_grads_t;
 
 /* Floats of workspace backward needs for batches up to max_batch: the chunk
  * partials of all six gradients, ceil(max_batch/256) * P when max_batch > 256
