@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "auxtrunk.h"
+#include "trunk_types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,6 +106,26 @@ int32_t atp_check_backward(atp_handle_base_t *base, const auxtrunk_params_t *par
 /* Validates memory_usage's output struct (size rules) and zero-fills it up to
  * its struct_size. */
 int32_t atp_check_memory_out(auxtrunk_memory_t *out);
+
+/* The kernels' views (kernels/common/trunk_types.h) of a handle's topology
+ * and of a call's ABI parameter and gradient tables. */
+static inline atk_dims_t atp_kernel_dims(const atp_dims_t *d)
+{
+    atk_dims_t v = {d->enc, d->h1, d->h2, d->aux};
+    return v;
+}
+
+static inline atk_params_t atp_kernel_params(const auxtrunk_params_t *p)
+{
+    atk_params_t v = {p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
+    return v;
+}
+
+static inline atk_grads_t atp_kernel_grads(const auxtrunk_grads_t *g)
+{
+    atk_grads_t v = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
+    return v;
+}
 
 /* memory_usage for every adapter, once the handle is checked: validates out
  * (NULL, struct_size) with the handle's error text, fills it and clears the

@@ -16,41 +16,37 @@
 #define CPU_STR_(x) #x
 #define CPU_STR(x) CPU_STR_(x)
 
-static cpu_dims_t dims_of(const atp_dims_t *d) { return (cpu_dims_t){d->enc, d->h1, d->h2, d->aux}; }
-
-static cpu_params_t params_of(const auxtrunk_params_t *p)
+static size_t infer_workspace(const atp_dims_t *d)
 {
-    return (cpu_params_t){p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
+    return cpu_trunk_infer_workspace(atp_kernel_dims(d));
 }
-
-static size_t infer_workspace(const atp_dims_t *d) { return cpu_trunk_infer_workspace(dims_of(d)); }
 
 static size_t backward_workspace(const atp_dims_t *d)
 {
-    return cpu_trunk_backward_workspace(dims_of(d), d->max_batch);
+    return cpu_trunk_backward_workspace(atp_kernel_dims(d), d->max_batch);
 }
 
 static void forward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
                     float *h1, float *h2, float *out)
 {
-    const cpu_params_t v = params_of(p);
-    cpu_trunk_forward(dims_of(d), &v, x, batch, h1, h2, out);
+    const cpu_params_t v = atp_kernel_params(p);
+    cpu_trunk_forward(atp_kernel_dims(d), &v, x, batch, h1, h2, out);
 }
 
 static void infer(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
                   float *out, float *ws)
 {
-    const cpu_params_t v = params_of(p);
-    cpu_trunk_infer(dims_of(d), &v, x, batch, out, ws);
+    const cpu_params_t v = atp_kernel_params(p);
+    cpu_trunk_infer(atp_kernel_dims(d), &v, x, batch, out, ws);
 }
 
 static void backward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
                      const float *h1, const float *h2, const float *dout, int32_t batch,
                      const auxtrunk_grads_t *g, int accumulate, float *ws)
 {
-    const cpu_params_t v = params_of(p);
-    const cpu_grads_t gr = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
-    cpu_trunk_backward(dims_of(d), &v, x, h1, h2, dout, batch, &gr, accumulate, ws);
+    const cpu_params_t v = atp_kernel_params(p);
+    const cpu_grads_t gr = atp_kernel_grads(g);
+    cpu_trunk_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate, ws);
 }
 
 const atp_host_kernels_t atp_host_plugin_kernels = {

@@ -21,13 +21,6 @@
  * scratch gives the training forward's bits without touching its record. */
 #define INFER_ROWS 64
 
-static cpb_dims_t dims_of(const atp_dims_t *d) { return (cpb_dims_t){d->enc, d->h1, d->h2, d->aux}; }
-
-static cpb_params_t params_of(const auxtrunk_params_t *p)
-{
-    return (cpb_params_t){p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
-}
-
 /* [INFER_ROWS, H1] then [INFER_ROWS, H2]. */
 static size_t infer_workspace(const atp_dims_t *d)
 {
@@ -36,21 +29,21 @@ static size_t infer_workspace(const atp_dims_t *d)
 
 static size_t backward_workspace(const atp_dims_t *d)
 {
-    return cpb_backward_workspace(dims_of(d), d->max_batch);
+    return cpb_backward_workspace(atp_kernel_dims(d), d->max_batch);
 }
 
 static void forward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
                     float *h1, float *h2, float *out)
 {
-    const cpb_params_t v = params_of(p);
-    cpb_forward(dims_of(d), &v, x, batch, h1, h2, out);
+    const cpb_params_t v = atp_kernel_params(p);
+    cpb_forward(atp_kernel_dims(d), &v, x, batch, h1, h2, out);
 }
 
 static void infer(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
                   float *out, float *ws)
 {
-    const cpb_dims_t c = dims_of(d);
-    const cpb_params_t v = params_of(p);
+    const cpb_dims_t c = atp_kernel_dims(d);
+    const cpb_params_t v = atp_kernel_params(p);
     float *h1 = ws, *h2 = ws + (size_t)INFER_ROWS * (size_t)c.h1;
     for (int32_t b0 = 0; b0 < batch; b0 += INFER_ROWS) {
         int32_t rows = batch - b0 < INFER_ROWS ? batch - b0 : INFER_ROWS;
@@ -62,9 +55,9 @@ static void backward(const atp_dims_t *d, const auxtrunk_params_t *p, const floa
                      const float *h1, const float *h2, const float *dout, int32_t batch,
                      const auxtrunk_grads_t *g, int accumulate, float *ws)
 {
-    const cpb_params_t v = params_of(p);
-    const cpb_grads_t gr = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
-    cpb_backward(dims_of(d), &v, x, h1, h2, dout, batch, &gr, accumulate, ws);
+    const cpb_params_t v = atp_kernel_params(p);
+    const cpb_grads_t gr = atp_kernel_grads(g);
+    cpb_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate, ws);
 }
 
 const atp_host_kernels_t atp_host_plugin_kernels = {

@@ -17,18 +17,6 @@
 #define V1_STR_(x) #x
 #define V1_STR(x) V1_STR_(x)
 
-static v1_dims_t dims_of(const atp_dims_t *d)
-{
-    v1_dims_t v = {d->enc, d->h1, d->h2, d->aux};
-    return v;
-}
-
-static v1_params_t params_of(const auxtrunk_params_t *p)
-{
-    v1_params_t v = {p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
-    return v;
-}
-
 /* dh2 [max_batch, H2] then dh1 [max_batch, H1]. */
 static size_t workspace_bytes(const atp_dims_t *d, uint32_t config_flags)
 {
@@ -47,8 +35,8 @@ static cudaError_t forward(const atp_dims_t *d, uint32_t config_flags, const aux
                            void *workspace, cudaStream_t stream)
 {
     (void)config_flags, (void)workspace;
-    v1_params_t v = params_of(p);
-    return v1_forward(dims_of(d), &v, x, batch, h1, h2, out, stream);
+    v1_params_t v = atp_kernel_params(p);
+    return v1_forward(atp_kernel_dims(d), &v, x, batch, h1, h2, out, stream);
 }
 
 static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
@@ -58,11 +46,11 @@ static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
                             cudaStream_t stream)
 {
     (void)config_flags;
-    v1_params_t v = params_of(p);
-    v1_grads_t gr = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
+    v1_params_t v = atp_kernel_params(p);
+    v1_grads_t gr = atp_kernel_grads(g);
     float *dh2 = workspace;
     float *dh1 = dh2 + (size_t)d->max_batch * (size_t)d->h2;
-    return v1_backward(dims_of(d), &v, x, h1, h2, dout, batch, &gr, accumulate, dh2, dh1,
+    return v1_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate, dh2, dh1,
                        stream);
 }
 

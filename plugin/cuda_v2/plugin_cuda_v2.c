@@ -23,18 +23,13 @@
 #define V2_STR_(x) #x
 #define V2_STR(x) V2_STR_(x)
 
-static v2_dims_t dims_of(const atp_dims_t *d)
-{
-    v2_dims_t v = {d->enc, d->h1, d->h2, d->aux};
-    return v;
-}
-
 static int fast(uint32_t config_flags) { return (config_flags & AUXTRUNK_CONFIG_FAST) != 0; }
 
 static size_t workspace_bytes(const atp_dims_t *d, uint32_t config_flags)
 {
-    const size_t floats = fast(config_flags) ? v2_fast_workspace_floats(dims_of(d), d->max_batch)
-                                             : v2_workspace_floats(dims_of(d), d->max_batch);
+    const v2_dims_t k = atp_kernel_dims(d);
+    const size_t floats = fast(config_flags) ? v2_fast_workspace_floats(k, d->max_batch)
+                                             : v2_workspace_floats(k, d->max_batch);
     return floats * sizeof(float);
 }
 
@@ -48,9 +43,10 @@ static cudaError_t forward(const atp_dims_t *d, uint32_t config_flags, const aux
                            void *workspace, cudaStream_t stream)
 {
     (void)workspace;
-    v2_params_t v = {p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
-    return fast(config_flags) ? v2_fast_forward(dims_of(d), &v, x, batch, h1, h2, out, stream)
-                              : v2_forward(dims_of(d), &v, x, batch, h1, h2, out, stream);
+    v2_params_t v = atp_kernel_params(p);
+    const v2_dims_t k = atp_kernel_dims(d);
+    return fast(config_flags) ? v2_fast_forward(k, &v, x, batch, h1, h2, out, stream)
+                              : v2_forward(k, &v, x, batch, h1, h2, out, stream);
 }
 
 static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
@@ -59,12 +55,12 @@ static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
                             const auxtrunk_grads_t *g, int accumulate, void *workspace,
                             cudaStream_t stream)
 {
-    v2_params_t v = {p->w1, p->b1, p->w2, p->b2, p->w3, p->b3};
-    v2_grads_t gr = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
+    v2_params_t v = atp_kernel_params(p);
+    v2_grads_t gr = atp_kernel_grads(g);
     if (fast(config_flags))
-        return v2_fast_backward(dims_of(d), &v, x, h1, h2, dout, batch, &gr, accumulate,
+        return v2_fast_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate,
                                 workspace, stream);
-    return v2_backward(dims_of(d), &v, x, h1, h2, dout, batch, &gr, accumulate, workspace,
+    return v2_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate, workspace,
                        stream);
 }
 
