@@ -384,10 +384,7 @@ cudaError_t prepare_kernel(F *f)
     const void *k = reinterpret_cast<const void *>(f);
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          SMEM_BYTES);
-#ifndef V2_FAST_CARVEOUT
-#define V2_FAST_CARVEOUT 1
-#endif
-    if (V2_FAST_CARVEOUT && e == cudaSuccess)
+    if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared);
     return e;

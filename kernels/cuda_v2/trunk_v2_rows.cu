@@ -43,20 +43,6 @@ static_assert(GROUPS == 8, "thread layout: 16 rows x 8 column groups");
 
 /* ------------------------------------------------------------ plumbing -- */
 
-#ifdef V2_ROWS_TRACE /* probe builds only: phase timestamps of block 0, thread 0 */
-__device__ long long g_trace[2][16];
-__device__ __forceinline__ void trace(int i)
-{
-    if (threadIdx.x == 0 && blockIdx.x == 0) {
-        long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        g_trace[0][i] = clock64();
-        g_trace[1][i] = t;
-    }
-}
-#else
-__device__ __forceinline__ void trace(int) {}
-#endif
 
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, bool valid)
 {
@@ -350,7 +336,6 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_forward(Fw
     cp_async_commit();
     stage_cols<W3>(w3s, f.w3, f.n2, f.aux, (int)rank * W3);
     cp_async_commit();
-    trace(0);
     cluster_arrive_relaxed(); /* this block has started */
 
     float a1[HID_TC], a2[HID_TC], a3[TC3];
@@ -367,9 +352,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_forward(Fw
      * 4, so a thread's TC columns are all in range or all out. */
     cp_async_wait<2>();
     __syncthreads();
-    trace(1);
     chain_cols<HID_TC>(a1, xs + r * (f.enc + 4), w1s, f.enc, group);
-    trace(2);
 #pragma unroll
     for (int i = 0; i < HID_TC; i++)
         a1[i] = auxtrunk_canon_elu(a1[i]);
@@ -384,11 +367,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_forward(Fw
     if (in1 && row < f.batch)
         store_tc<HID_TC>(f.h1 + (size_t)row * f.n1 + c12, a1);
     cluster_wait();
-    trace(3);
 
     /* Layer 2. */
     chain_cols<HID_TC>(a2, h1s + r * (f.n1 + 4), w2s, f.n1, group);
-    trace(4);
 #pragma unroll
     for (int i = 0; i < HID_TC; i++)
         a2[i] = auxtrunk_canon_elu(a2[i]);
@@ -402,11 +383,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_forward(Fw
     if (in2 && row < f.batch)
         store_tc<HID_TC>(f.h2 + (size_t)row * f.n2 + c12, a2);
     cluster_wait(); /* last cluster barrier: no remote access after it */
-    trace(5);
 
     /* Layer 3 (linear). */
     chain_cols<TC3>(a3, h2s + r * (f.n2 + 4), w3s, f.n2, group);
-    trace(6);
     if (c3 < f.aux && row < f.batch)
         store_tc<TC3>(f.out + (size_t)row * f.aux + c3, a3);
 }
@@ -542,16 +521,6 @@ cudaError_t expect_cluster(F *f, size_t bytes)
 
 /* ---------------------------------------------------------- public API -- */
 
-#ifdef V2_ROWS_TRACE
-extern "C" cudaError_t v2_rows_trace_read(long long *cycles, long long *ns)
-{
-    long long t[2][16];
-    cudaError_t e = cudaMemcpyFromSymbol(t, g_trace, sizeof t);
-    for (int i = 0; i < 16; i++)
-        cycles[i] = t[0][i], ns[i] = t[1][i];
-    return e;
-}
-#endif
 
 extern "C" int v2_rows_supported(v2_dims_t d)
 {
