@@ -120,22 +120,26 @@ AUXTRUNK_CANON_FN float auxtrunk_canon_expm1_poly_(float r)
 
 AUXTRUNK_CANON_FN float auxtrunk_canon_expm1(float x)
 {
-    if (x != x)
-        return x;
-    if (x < -20.0f)
-        return -1.0f;
-    if (x > -0.34657359f)
-        return auxtrunk_canon_expm1_poly_(x);
-    /* n = round-to-nearest(x / ln2) by the 1.5·2^23 shift; n in [-29, -1]. */
-    const float shift = 12582912.0f;
-    float t = fmaf(x, 1.44269504f, shift);
-    float n = t - shift;
-    float r = fmaf(-n, 0.693145751953125f, x);  /* ln2 high part, exact product */
-    r = fmaf(-n, 1.42860677e-06f, r);           /* ln2 low part */
-    float e = auxtrunk_canon_expm1_poly_(r);
-    int32_t ni = (int32_t)n;
-    float s = auxtrunk_canon_bits_to_float_((uint32_t)(ni + 127) << 23); /* 2^n */
-    return fmaf(s, e, s - 1.0f);
+    /* Both branches are evaluated and the result selected, so that a GPU
+     * warp whose lanes fall in different ranges runs one path, not both in
+     * turn. The range reduction works on a clamped copy (NaN and x < -20
+     * become -20), so that the conversion to int and the exponent shift only
+     * ever see n in [-29, 0]; the cases that use the clamp are selected away.
+     * The operations that produce the selected value are exactly those of
+     * the three cases above (same operands, same order). */
+    const float xc = x >= -20.0f ? x : -20.0f;
+    const float shift = 12582912.0f; /* n = round-to-nearest(x / ln2) by the 1.5·2^23 shift */
+    const float t = fmaf(xc, 1.44269504f, shift);
+    const float n = t - shift;
+    float r = fmaf(-n, 0.693145751953125f, xc); /* ln2 high part, exact product */
+    r = fmaf(-n, 1.42860677e-06f, r);          /* ln2 low part */
+    const int near0 = xc > -0.34657359f;
+    const float e = auxtrunk_canon_expm1_poly_(near0 ? xc : r);
+    const int32_t ni = (int32_t)n;
+    const float s = auxtrunk_canon_bits_to_float_((uint32_t)(ni + 127) << 23); /* 2^n */
+    const float far = fmaf(s, e, s - 1.0f);
+    const float v = x < -20.0f ? -1.0f : near0 ? e : far;
+    return x != x ? x : v;
 }
 
 /* ELU with alpha = 1. */
