@@ -23,12 +23,19 @@
  * staging, double-buffered). Batches up to V2_ROWS_MAX_BATCH run their
  * row-local stages on the cluster path of trunk_v2_rows.cu.
  *
+ * Hidden gradients (dh = d · Wᵀ) read W2 and W3 from transposed copies that
+ * one small launch writes into the workspace, so that they run the forward's
+ * orientation (A k-contiguous, B d-contiguous).
+ *
  * Batch sums (section 3) split the batch into chunks of AUXTRUNK_CANON_CHUNK
- * samples: one grid row per chunk, each producing the chunk partial of every
- * dW and db element as a sequential chain over its samples, written to the
- * workspace; one tree launch then combines the partials in the canonical
- * pairwise order with a binary-counter stack held in registers. With a single
- * chunk the partial is the result and goes straight to the gradient.
+ * samples: one grid row per chunk (or per pair of chunks at large batches,
+ * whose two partials the block adds: the tree's first level), each producing
+ * the partial of every dW and db element as a sequential chain over its
+ * samples, written to the workspace; the tree launches then combine the
+ * partials in the canonical pairwise order with a binary-counter stack held
+ * in registers (two launches when there are many: blocks of 16 nodes, then
+ * the rest). With a single chunk the partial is the result and goes straight
+ * to the gradient.
  *
  * No atomics, no host synchronisation, no allocation: capture-friendly.
  */
@@ -761,25 +768,39 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
     }
     v2async::wait<0>(); /* only empty groups remain; leave none behind */
 
+    /* Epilogue, a row of the micro-tile at a time: every load of the row
+     * (y, or the old value when accumulating) is issued before any store.
+     * As far as the compiler knows c may alias y, so a load placed after a
+     * store would wait for it: one global round trip per element instead of
+     * one per row. */
+    constexpr bool LOADS = EPI == EPI_ELU_GRAD || EPI == EPI_SUM;
 #pragma unroll
     for (int i = 0; i < TM; i++) {
-        int m = m0 + async_own<BM, TM, A_KC>(ty, i);
+        const int m = m0 + async_own<BM, TM, A_KC>(ty, i);
         if (m >= g.m)
             continue;
+        const size_t row = (size_t)m * g.ldc;
+        float in[TN];
+        if (LOADS && (EPI == EPI_ELU_GRAD || accumulate)) {
+#pragma unroll
+            for (int j = 0; j < TN; j++) {
+                const int n = n0 + async_own<BN, TN, B_KC>(tx, j);
+                in[j] = n < g.n ? (EPI == EPI_ELU_GRAD ? g.y : g.c)[row + n] : 0.0f;
+            }
+        }
 #pragma unroll
         for (int j = 0; j < TN; j++) {
-            int n = n0 + async_own<BN, TN, B_KC>(tx, j);
+            const int n = n0 + async_own<BN, TN, B_KC>(tx, j);
             if (n >= g.n)
                 continue;
-            size_t o = (size_t)m * g.ldc + n;
             float v = acc[i][j];
             if (EPI == EPI_BIAS_ELU)
                 v = auxtrunk_canon_elu(v);
             else if (EPI == EPI_ELU_GRAD)
-                v = auxtrunk_canon_elu_grad(v, g.y[o]);
+                v = auxtrunk_canon_elu_grad(v, in[j]);
             else if (EPI == EPI_SUM && accumulate)
-                v = g.c[o] + v;
-            g.c[o] = v;
+                v = in[j] + v;
+            g.c[row + n] = v;
         }
     }
 }
@@ -839,61 +860,102 @@ __global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
  * grouped launch: blockIdx.y is the batch chunk, blockIdx.x walks the dW
  * tiles of problems 0..2 and then the db column blocks of problems 3..5. */
 struct GradGroup {
-    Gemm dw[3];        /* c = destination for chunk 0 (see chunk_stride) */
+    Gemm dw[3];        /* c = destination of grid row 0 (see node_stride) */
     const float *g[3]; /* db sources [B, n] */
     float *db[3];
     int db_n[3];
     int tile_start[7]; /* prefix sums of blocks per problem */
     int tiles_n[3];    /* dW tiles along n */
     int batch;
-    size_t chunk_stride; /* floats between chunk partials (0: single chunk) */
+    int nc;            /* chunks; grid row j walks chunks FOLD*j .. FOLD*j+FOLD-1 */
+    size_t node_stride; /* floats between the rows' tree nodes (0: single chunk) */
     int accumulate;
 };
 
-template <int BM, int BN, bool VEC>
+/* Chunks per block of the weight-gradient launch when folding (fold_of):
+ * a block walks the chunks 2j and 2j+1 one after the other and adds the
+ * second's partial to the first's (left + right: the canonical tree's first
+ * level) in its epilogue, so the workspace holds, and the tree reads, half as
+ * many partials. */
+#ifndef V2_GRAD_FOLD
+#define V2_GRAD_FOLD 2
+#endif
+constexpr int GRAD_FOLD = V2_GRAD_FOLD;
+static_assert(GRAD_FOLD == 1 || GRAD_FOLD == 2, "the epilogue folds one pair: left + right");
+
+template <int BM, int BN, bool VEC, int FOLD>
 __global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
                                   min_blocks_of<BM, BN, V2_ASYNC && VEC>())
     grad_chunk_kernel(GradGroup G)
 {
     constexpr int NT = threads_of<BM, BN, V2_ASYNC && VEC>(); /* db: columns per block */
     extern __shared__ __align__(16) float smem[];
-    const int chunk = blockIdx.y;
-    const int kb = chunk * CHUNK;
-    const int ke = min(G.batch, kb + CHUNK);
-    const size_t off = (size_t)chunk * G.chunk_stride;
+    const int c0 = blockIdx.y * FOLD;
+    const int c1 = min(G.nc, c0 + FOLD);
+    const size_t off = (size_t)blockIdx.y * G.node_stride;
+    const bool add_old = G.accumulate && G.node_stride == 0; /* single chunk, accumulate */
     int blk = blockIdx.x, p = 0;
     while (p < 6 && blk >= G.tile_start[p + 1])
         p++;
     blk -= G.tile_start[p];
     if (p < 3) {
-        Gemm g = G.dw[p];
-        g.c += off;
-        if constexpr (V2_ASYNC && VEC)
-            gemm_tile_async<BM, BN, NT, false, false, EPI_SUM>(
-                g, (blk / G.tiles_n[p]) * BM, (blk % G.tiles_n[p]) * BN, kb, ke,
-                G.accumulate && G.chunk_stride == 0, smem);
-        else
-            gemm_tile<BM, BN, false, false, EPI_SUM, VEC>(g, (blk / G.tiles_n[p]) * BM,
-                                                     (blk % G.tiles_n[p]) * BN, kb, ke,
-                                                     G.accumulate && G.chunk_stride == 0, smem);
+        /* The second chunk of a pair adds the first's partial, which this
+         * same thread stored (the ownership map does not depend on the
+         * chunk). Everything a pass needs is re-derived from blockIdx and the
+         * launch parameters, so nothing stays live across passes (at 128
+         * registers the 8x8 tile has none to spare). */
+#pragma unroll 1
+        for (int i = 0; i < FOLD; i++) {
+            const int c = (int)blockIdx.y * FOLD + i;
+            if (c >= G.nc)
+                break;
+            if (i > 0)
+                __syncthreads(); /* every warp is done with the ring */
+            int tb = blockIdx.x, tp = 0;
+            while (tp < 2 && tb >= G.tile_start[tp + 1])
+                tp++;
+            tb -= G.tile_start[tp];
+            Gemm g = G.dw[tp];
+            g.c += (size_t)blockIdx.y * G.node_stride;
+            const int m0 = (tb / G.tiles_n[tp]) * BM, n0 = (tb % G.tiles_n[tp]) * BN;
+            const int kb = c * CHUNK, ke = min(G.batch, kb + CHUNK);
+            const bool acc_old = i > 0 || (G.accumulate && G.node_stride == 0);
+            if constexpr (V2_ASYNC && VEC)
+                gemm_tile_async<BM, BN, NT, false, false, EPI_SUM>(g, m0, n0, kb, ke, acc_old,
+                                                                   smem);
+            else
+                gemm_tile<BM, BN, false, false, EPI_SUM, VEC>(g, m0, n0, kb, ke, acc_old, smem);
+        }
     } else {
         const int q = p - 3;
         const int n = blk * NT + threadIdx.x;
         if (n < G.db_n[q]) {
             const float *src = G.g[q];
-            float acc = 0.0f;
-            for (int b = kb; b < ke; b++) /* section 3: p = p + g[b,n] */
-                acc = acc + src[(size_t)b * G.db_n[q] + n];
+            float node = 0.0f;
+            for (int c = c0; c < c1; c++) {
+                const int kb = c * CHUNK, ke = min(G.batch, kb + CHUNK);
+                float acc = 0.0f;
+                for (int b = kb; b < ke; b++) /* section 3: p = p + g[b,n] */
+                    acc = acc + src[(size_t)b * G.db_n[q] + n];
+                node = c > c0 ? node + acc : acc;
+            }
             float *dst = G.db[q] + off + n;
-            *dst = (G.accumulate && G.chunk_stride == 0) ? *dst + acc : acc;
+            *dst = add_old ? *dst + node : node;
         }
     }
 }
 
 /* Deepest binary-counter stack: 2^14 chunks = 4M samples > AUXTRUNK_MAX_BATCH. */
 constexpr int TREE_LEVELS = 14;
-/* Partials loaded ahead per thread in the tree launch. */
+/* Partials loaded ahead per thread in the launch that writes the gradients. */
 constexpr int TREE_BATCH = 8;
+/* Nodes in the tree's input above which a first launch folds blocks of
+ * TREE_SPAN of them (see tree_kernel); 0 < TREE_SPAN = 2^(TREE_SPAN_LEVELS-1). */
+#ifndef V2_TREE_SPLIT_MIN
+#define V2_TREE_SPLIT_MIN 16
+#endif
+constexpr int TREE_SPLIT_MIN = V2_TREE_SPLIT_MIN;
+constexpr int TREE_SPAN = 16, TREE_SPAN_LEVELS = 5, TREE_SPAN_BATCH = 8;
 
 /* Combines nc chunk partials per element in the canonical pairwise tree.
  * Element e of the flat gradient (layout W1 b1 W2 b2 W3 b3) reads
@@ -904,9 +966,10 @@ constexpr int TREE_BATCH = 8;
  * the left). Stack indices are compile-time constants, so it stays in
  * registers. */
 struct TreeArgs {
-    const float *ws;
-    size_t stride;
-    int nc;
+    float *ws;
+    size_t stride;  /* floats between consecutive nodes */
+    int nc;         /* nodes */
+    int span;       /* nodes per thread; gridDim.y = ceil(nc / span) */
     int64_t end[6]; /* prefix sums of gradient sizes */
     float *dst[6];
     int accumulate;
@@ -914,36 +977,50 @@ struct TreeArgs {
 
 /* V consecutive elements per thread (V = 4: 16-byte loads and stores, when
  * every gradient's size is a multiple of 4 and every pointer 16-byte aligned,
- * so a group never straddles two gradients). */
-template <int V>
+ * so a group never straddles two gradients).
+ *
+ * Two levels of launches when there are many nodes: with span a power of
+ * two, the nodes [y*span, min(nc, (y+1)*span)) form one node of the
+ * canonical tree (every pair of its levels below span lies inside an aligned
+ * block of span nodes, and a block cut short by nc is cut exactly as the
+ * whole tree cuts it), so a first launch (span = TREE_SPAN, LEVELS =
+ * TREE_SPAN_LEVELS) folds each block
+ * (blockIdx.y) into the block's first node, in place, and a second launch
+ * folds those (stride span * stride) into the gradients: the levels above
+ * span, in the same order. gridDim.y == 1 marks the launch that writes the
+ * gradients. Few levels keep the first launch's registers low, so that
+ * more loads are in flight per multiprocessor. */
+template <int V, int LEVELS, int BATCH>
 __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
 {
     using vec = typename std::conditional<V == 4, float4, float>::type;
     const int64_t e = ((int64_t)blockIdx.x * NTHREADS + threadIdx.x) * V;
     if (e >= T.end[5])
         return;
-    float stack[TREE_LEVELS][V];
+    float stack[LEVELS][V];
 #pragma unroll
-    for (int l = 0; l < TREE_LEVELS; l++)
+    for (int l = 0; l < LEVELS; l++)
 #pragma unroll
         for (int i = 0; i < V; i++)
             stack[l][i] = 0.0f;
     unsigned count = 0;
-    /* Partials are fetched TREE_BATCH at a time, all loads in flight before
-     * the first is combined: one thread walks up to 2^14 partials. */
-    for (int c0 = 0; c0 < T.nc; c0 += TREE_BATCH) {
-        vec vb[TREE_BATCH];
+    const int cb = blockIdx.y * T.span;
+    const int ce = min(T.nc, cb + T.span);
+    /* Nodes are fetched BATCH at a time, all loads in flight before the first
+     * is combined: one thread walks up to 2^LEVELS - 1 nodes. */
+    for (int c0 = cb; c0 < ce; c0 += BATCH) {
+        vec vb[BATCH];
 #pragma unroll
-        for (int j = 0; j < TREE_BATCH; j++)
-            if (c0 + j < T.nc)
+        for (int j = 0; j < BATCH; j++)
+            if (c0 + j < ce)
                 vb[j] = *reinterpret_cast<const vec *>(T.ws + (size_t)(c0 + j) * T.stride + e);
 #pragma unroll
-        for (int j = 0; j < TREE_BATCH; j++) {
+        for (int j = 0; j < BATCH; j++) {
             float v[V];
             memcpy(v, &vb[j], sizeof v);
-            bool placed = c0 + j >= T.nc; /* past the last partial: nothing to place */
+            bool placed = c0 + j >= ce; /* past the last partial: nothing to place */
 #pragma unroll
-            for (int l = 0; l < TREE_LEVELS; l++) {
+            for (int l = 0; l < LEVELS; l++) {
                 if (!placed) {
                     if (count & (1u << l)) {
 #pragma unroll
@@ -957,13 +1034,13 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
                     }
                 }
             }
-            count += c0 + j < T.nc;
+            count += c0 + j < ce;
         }
     }
     float r[V];
     bool have = false;
 #pragma unroll
-    for (int l = 0; l < TREE_LEVELS; l++) {
+    for (int l = 0; l < LEVELS; l++) {
         if (count & (1u << l)) {
 #pragma unroll
             for (int i = 0; i < V; i++)
@@ -971,10 +1048,19 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
             have = true;
         }
     }
-    int q = 0;
-    while (q < 5 && e >= T.end[q])
-        q++;
-    float *d = T.dst[q] + (e - (q ? T.end[q - 1] : 0));
+    if (gridDim.y > 1) { /* first level: the block's node replaces its first partial */
+        vec out;
+        memcpy(&out, r, sizeof out);
+        *reinterpret_cast<vec *>(T.ws + (size_t)cb * T.stride + e) = out;
+        return;
+    }
+    /* Which gradient e falls in: compile-time indices only (a dynamic index
+     * into the parameter arrays would copy them to local memory). */
+    float *d = T.dst[0] + e;
+#pragma unroll
+    for (int q = 1; q < 6; q++)
+        if (e >= T.end[q - 1])
+            d = T.dst[q] + (e - T.end[q - 1]);
     if (T.accumulate) {
         float old[V];
         memcpy(old, d, sizeof old);
@@ -985,6 +1071,50 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
     vec out;
     memcpy(&out, r, sizeof out);
     *reinterpret_cast<vec *>(d) = out;
+}
+
+/* ------------------------------------------------------------ transpose -- */
+
+/* The hidden-gradient GEMMs reduce over a weight's columns (dh = d · Wᵀ):
+ * read in place, both of their operands would be k-contiguous, the one
+ * orientation whose 8x8 micro-tile does not fit 128 registers unrolled. One
+ * launch copies W2 and W3 transposed into the workspace, so that they run the
+ * forward's orientation (A k-contiguous, B d-contiguous). A copy moves
+ * values only: the chains, and so the bits, are unchanged. */
+#ifndef V2_DH_TRANSPOSE
+#define V2_DH_TRANSPOSE 1
+#endif
+constexpr int TP = 32; /* transpose tile edge; blocks of TP x 8 threads */
+
+struct TransposeArgs {
+    const float *src[2]; /* [rows, cols] row-major */
+    float *dst[2];       /* [cols, rows] row-major */
+    int rows[2], cols[2];
+    int tiles_c[2]; /* tiles along cols */
+    int first[2];   /* first block of each matrix */
+};
+
+__global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
+{
+    __shared__ float t[TP][TP + 1];
+    const bool q = blockIdx.x >= T.first[1]; /* selects, not indexes: no local copy */
+    const int blk = blockIdx.x - (q ? T.first[1] : 0);
+    const int tc = q ? T.tiles_c[1] : T.tiles_c[0];
+    const int r0 = blk / tc * TP, c0 = blk % tc * TP;
+    const int rows = q ? T.rows[1] : T.rows[0], cols = q ? T.cols[1] : T.cols[0];
+    const float *src = q ? T.src[1] : T.src[0];
+    float *dst = q ? T.dst[1] : T.dst[0];
+    for (int i = threadIdx.y; i < TP; i += 8) {
+        const int r = r0 + i, c = c0 + threadIdx.x;
+        if (r < rows && c < cols)
+            t[i][threadIdx.x] = src[(size_t)r * cols + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < TP; i += 8) {
+        const int c = c0 + i, r = r0 + threadIdx.x;
+        if (r < rows && c < cols)
+            dst[(size_t)c * rows + r] = t[threadIdx.x][i];
+    }
 }
 
 /* --------------------------------------------------------------- launch -- */
@@ -1010,6 +1140,33 @@ inline int pick(int m, int n, int mult)
     if ((long long)tiles(m, n, 64, 64) * mult >= FULL_WAVE)
         return 64;
     return 32;
+}
+
+/* Tile of the weight-gradient launch with `rows` grid rows: sized by the
+ * largest of the three problems (W1 or W2). */
+inline int pick_grads(v2_dims_t d, int rows)
+{
+    const int wm = d.enc > d.h1 ? d.enc : d.h1, wn = d.h1 > d.h2 ? d.h1 : d.h2;
+    return pick(wm, wn, rows);
+}
+
+/* Chunks per block of the weight-gradient launch for nc chunks: GRAD_FOLD
+ * when the pairs alone still fill the GPU with the same tile (large
+ * batches: half the partials, the same speed), else 1 (mid batches, where
+ * halving the blocks would force a smaller tile). */
+inline int fold_of(v2_dims_t d, int nc)
+{
+    if (GRAD_FOLD == 1 || nc <= 1)
+        return 1;
+    const int pairs = (nc + GRAD_FOLD - 1) / GRAD_FOLD;
+    return pick_grads(d, pairs) == pick_grads(d, nc) ? GRAD_FOLD : 1;
+}
+
+/* Tree nodes (partials in the workspace) of a batch of nc chunks. */
+inline int nodes_of(v2_dims_t d, int nc)
+{
+    const int f = fold_of(d, nc);
+    return (nc + f - 1) / f;
 }
 
 template <bool A_KC, bool B_KC, int EPI, bool VEC>
@@ -1044,7 +1201,7 @@ cudaError_t gemm(const Gemm &g, int k, bool vec, cudaStream_t s)
 }
 
 template <int BM, int BN>
-cudaError_t launch_grads(GradGroup &G, int nc, bool vec, cudaStream_t s)
+cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_t s)
 {
     int t = 0;
     G.tile_start[0] = 0;
@@ -1060,12 +1217,17 @@ cudaError_t launch_grads(GradGroup &G, int nc, bool vec, cudaStream_t s)
         G.tile_start[4 + q] = t;
     }
     const int k = G.batch < CHUNK ? G.batch : CHUNK; /* longest chunk */
-    if (vec)
-        grad_chunk_kernel<BM, BN, true>
-            <<<dim3(t, nc), nt, launch_smem<BM, BN, false, false, true>(k), s>>>(G);
+    const dim3 grid(t, rows);
+    const size_t smem = vec ? launch_smem<BM, BN, false, false, true>(k)
+                            : launch_smem<BM, BN, false, false, false>(k);
+    if (vec && fold > 1)
+        grad_chunk_kernel<BM, BN, true, GRAD_FOLD><<<grid, nt, smem, s>>>(G);
+    else if (vec)
+        grad_chunk_kernel<BM, BN, true, 1><<<grid, nt, smem, s>>>(G);
+    else if (fold > 1)
+        grad_chunk_kernel<BM, BN, false, GRAD_FOLD><<<grid, nt, smem, s>>>(G);
     else
-        grad_chunk_kernel<BM, BN, false>
-            <<<dim3(t, nc), nt, launch_smem<BM, BN, false, false, false>(k), s>>>(G);
+        grad_chunk_kernel<BM, BN, false, 1><<<grid, nt, smem, s>>>(G);
     return cudaGetLastError();
 }
 
@@ -1106,9 +1268,11 @@ cudaError_t touch_config()
                   "dynamic shared memory of one block");
     cudaError_t e;
     if ((e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS_ELU, VEC>, fwd)) != cudaSuccess ||
+        (e = touch(gemm_kernel<BM, BN, true, false, EPI_ELU_GRAD, VEC>, fwd)) != cudaSuccess ||
         (e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS, VEC>, fwd)) != cudaSuccess ||
         (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>, dh)) != cudaSuccess ||
-        (e = touch(grad_chunk_kernel<BM, BN, VEC>, dw)) != cudaSuccess)
+        (e = touch(grad_chunk_kernel<BM, BN, VEC, 1>, dw)) != cudaSuccess ||
+        (e = touch(grad_chunk_kernel<BM, BN, VEC, GRAD_FOLD>, dw)) != cudaSuccess)
         return e;
     return cudaSuccess;
 }
@@ -1124,16 +1288,46 @@ extern "C" cudaError_t v2_prepare(void)
         (e = touch_config<64, 64, false>()) != cudaSuccess ||
         (e = touch_config<32, 32, true>()) != cudaSuccess ||
         (e = touch_config<32, 32, false>()) != cudaSuccess ||
-        (e = touch(tree_kernel<1>)) != cudaSuccess || (e = touch(tree_kernel<4>)) != cudaSuccess)
+        (e = touch(tree_kernel<1, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
+        (e = touch(tree_kernel<4, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
+        (e = touch(tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH>)) != cudaSuccess ||
+        (e = touch(tree_kernel<4, TREE_SPAN_LEVELS, TREE_SPAN_BATCH>)) != cudaSuccess ||
+        (e = touch(transpose_kernel)) != cudaSuccess)
         return e;
     return v2_rows_prepare();
 }
 
+extern "C" cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_t *p,
+                                                   float *w2t, float *w3t, cudaStream_t stream)
+{
+    if (!p || !p->w2 || !p->w3 || !w2t || !w3t)
+        return cudaErrorInvalidValue;
+    TransposeArgs T = {};
+    T.src[0] = p->w3, T.dst[0] = w3t, T.rows[0] = d.h2, T.cols[0] = d.aux;
+    T.src[1] = p->w2, T.dst[1] = w2t, T.rows[1] = d.h1, T.cols[1] = d.h2;
+    int blocks = 0;
+    for (int q = 0; q < 2; q++) {
+        T.tiles_c[q] = (T.cols[q] + TP - 1) / TP;
+        T.first[q] = blocks;
+        blocks += (T.rows[q] + TP - 1) / TP * T.tiles_c[q];
+    }
+    transpose_kernel<<<blocks, dim3(TP, 8), 0, stream>>>(T);
+    return cudaGetLastError();
+}
+
 extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
 {
-    int nc = auxtrunk_canon_chunks(max_batch);
-    size_t partials = nc > 1 ? (size_t)nc * param_count(d) : 0;
-    return partials + (size_t)max_batch * (d.h1 + d.h2);
+    /* The most tree nodes of any batch up to max_batch (folding makes the
+     * count non-monotonic in the batch). */
+    const int nc = auxtrunk_canon_chunks(max_batch);
+    int nodes = 0;
+    for (int c = 2; c <= nc; c++) {
+        const int n = nodes_of(d, c);
+        nodes = n > nodes ? n : nodes;
+    }
+    size_t partials = (size_t)nodes * param_count(d);
+    size_t transposed = V2_DH_TRANSPOSE ? (size_t)d.h1 * d.h2 + (size_t)d.h2 * d.aux : 0;
+    return partials + transposed + (size_t)max_batch * (d.h1 + d.h2);
 }
 
 extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
@@ -1167,7 +1361,9 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     cudaError_t e;
     float *dh2 = workspace;
     float *dh1 = dh2 + (size_t)batch * d.h2;
-    float *partials = dh1 + (size_t)batch * d.h1;
+    float *w2t = dh1 + (size_t)batch * d.h1;         /* [H2, H1] */
+    float *w3t = w2t + (size_t)d.h1 * d.h2;           /* [AUX, H2] */
+    float *partials = V2_DH_TRANSPOSE ? w3t + (size_t)d.h2 * d.aux : w2t;
     const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
                      aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
                      aligned16(p->w2) && aligned16(p->w3) && aligned16(dh2) && aligned16(dh1);
@@ -1176,6 +1372,15 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
      * k-contiguous; dh1_pre likewise from dh2_pre and W2. */
     if (batch <= V2_ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
         if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
+            return e;
+    } else if (V2_DH_TRANSPOSE && vec) {
+        if ((e = v2_transpose_hidden_weights(d, p, w2t, w3t, stream)) != cudaSuccess)
+            return e;
+        Gemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2};
+        if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream)) != cudaSuccess)
+            return e;
+        Gemm g1 = {dh2, w2t, dh1, nullptr, h1, d.h2, d.h1, d.h1, batch, d.h1};
+        if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream)) != cudaSuccess)
             return e;
     } else {
         Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2};
@@ -1187,6 +1392,8 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     }
 
     const int nc = auxtrunk_canon_chunks(batch);
+    const int fold = fold_of(d, nc);
+    const int nodes = (nc + fold - 1) / fold; /* grid rows of the gradient launch */
     const size_t P = param_count(d);
     /* Offsets of each gradient in the flat layout W1 b1 W2 b2 W3 b3. */
     const size_t o_w1 = 0, o_b1 = o_w1 + (size_t)d.enc * d.h1, o_w2 = o_b1 + d.h1,
@@ -1207,20 +1414,19 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     G.db[2] = direct ? gr->db3 : partials + o_b3;
     G.db_n[0] = d.h1, G.db_n[1] = d.h2, G.db_n[2] = d.aux;
     G.batch = batch;
-    G.chunk_stride = direct ? 0 : P;
+    G.nc = nc;
+    G.node_stride = direct ? 0 : P;
     G.accumulate = accumulate;
 
-    /* dW tiles: sized by the largest of the three problems (W1 or W2). */
-    const int wm = d.enc > d.h1 ? d.enc : d.h1, wn = d.h1 > d.h2 ? d.h1 : d.h2;
-    switch (pick(wm, wn, nc)) {
+    switch (pick_grads(d, nodes)) {
     case 128:
-        e = launch_grads<128, V2_LARGE_BN>(G, nc, vec, stream);
+        e = launch_grads<128, V2_LARGE_BN>(G, nodes, fold, vec, stream);
         break;
     case 64:
-        e = launch_grads<64, 64>(G, nc, vec, stream);
+        e = launch_grads<64, 64>(G, nodes, fold, vec, stream);
         break;
     default:
-        e = launch_grads<32, 32>(G, nc, vec, stream);
+        e = launch_grads<32, 32>(G, nodes, fold, vec, stream);
         break;
     }
     if (e != cudaSuccess || direct)
@@ -1229,7 +1435,7 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     TreeArgs T = {};
     T.ws = partials;
     T.stride = P;
-    T.nc = nc;
+    T.nc = nodes;
     const size_t sizes[6] = {(size_t)d.enc * d.h1, (size_t)d.h1, (size_t)d.h1 * d.h2,
                              (size_t)d.h2, (size_t)d.h2 * d.aux, (size_t)d.aux};
     float *dst[6] = {gr->dw1, gr->db1, gr->dw2, gr->db2, gr->dw3, gr->db3};
@@ -1243,9 +1449,23 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     bool v4 = P % 4 == 0 && aligned16(partials);
     for (int i = 0; i < 6; i++)
         v4 = v4 && sizes[i] % 4 == 0 && aligned16(dst[i]);
+    const unsigned blocks = (unsigned)(((v4 ? P / 4 : P) + NTHREADS - 1) / NTHREADS);
+    if (nodes > TREE_SPLIT_MIN) { /* first level: blocks of TREE_SPAN nodes, in place */
+        T.span = TREE_SPAN;
+        const dim3 grid(blocks, (unsigned)((nodes + TREE_SPAN - 1) / TREE_SPAN));
+        if (v4)
+            tree_kernel<4, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<grid, NTHREADS, 0, stream>>>(T);
+        else
+            tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<grid, NTHREADS, 0, stream>>>(T);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return e;
+        T.stride = P * TREE_SPAN;
+        T.nc = (nodes + TREE_SPAN - 1) / TREE_SPAN;
+    }
+    T.span = T.nc;
     if (v4)
-        tree_kernel<4><<<(unsigned)((P / 4 + NTHREADS - 1) / NTHREADS), NTHREADS, 0, stream>>>(T);
+        tree_kernel<4, TREE_LEVELS, TREE_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
     else
-        tree_kernel<1><<<(unsigned)((P + NTHREADS - 1) / NTHREADS), NTHREADS, 0, stream>>>(T);
+        tree_kernel<1, TREE_LEVELS, TREE_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
     return cudaGetLastError();
 }

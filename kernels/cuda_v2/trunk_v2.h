@@ -1,7 +1,7 @@
 /*
  * trunk_v2.h — CUDA kernel version 2 of the auxtrunk trunk: register-tiled
  * SIMT GEMMs with fused epilogues, a grouped split-batch weight-gradient
- * launch and one tree-reduction launch. Every output element is computed in
+ * launch and a tree reduction. Every output element is computed in
  * exactly the canonical order of abi/auxtrunk_canon.h, so results are
  * bit-identical to the CPU reference; there are no atomics and no host
  * synchronisation, and every launch goes to the caller's stream.
@@ -11,7 +11,8 @@
  *
  * Launch sequence (fixed for a given batch; nothing depends on data):
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
- *   backward: dh2_pre, dh1_pre, grouped dW/db chunk partials, tree (if B > 256)
+ *   backward: W2ᵀ/W3ᵀ copy, dh2_pre, dh1_pre, grouped dW/db chunk partials,
+ *             tree (if B > 256; two launches above 16 tree nodes)
  * For batches up to V2_ROWS_MAX_BATCH (128) the row-local stages run on the
  * cluster path of trunk_v2_rows.h instead: forward in one launch, dh2_pre and
  * dh1_pre in one launch.
@@ -35,10 +36,20 @@ typedef atk_dims_t v2_dims_t;
 typedef atk_params_t v2_params_t;
 typedef atk_grads_t v2_grads_t;
 
-/* Floats of workspace backward needs for batches up to max_batch: the chunk
- * partials of all six gradients, ceil(max_batch/256) * P when max_batch > 256
- * (P = parameter count), else 0, plus dh2_pre and dh1_pre [max_batch, H2+H1]. */
+/* Floats of workspace backward needs for batches up to max_batch: dh2_pre
+ * and dh1_pre [max_batch, H2+H1], W2 and W3 transposed (H1*H2 + H2*AUX), and
+ * the tree nodes of the batch sums when max_batch > 256: one partial of every
+ * parameter (P) per 256-sample chunk, or per pair of chunks where the
+ * gradient launch folds pairs (large batches), so at most
+ * ceil(max_batch/256) * P and about half of that at large max_batch. */
 size_t v2_workspace_floats(v2_dims_t d, int max_batch);
+
+/* w2t [H2, H1] = W2ᵀ and w3t [AUX, H2] = W3ᵀ, in one launch on stream: the
+ * hidden-gradient GEMMs (dh = d · Wᵀ) then read their weight operand in the
+ * forward's orientation. Values are copied, never rounded. Used by the exact
+ * and the fast backward. */
+cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_t *p, float *w2t,
+                                        float *w3t, cudaStream_t stream);
 
 /* Loads every kernel of this file and of trunk_v2_rows.cu on the current
  * device (even under lazy module loading), so that no later launch loads
@@ -86,9 +97,9 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
  * kernels above (canonical bits): below that batch the 128 x 128 tensor-core
  * tiles leave most of the GPU idle and the exact path is faster (measured on
  * the H200, docs/perf-notes.md). Workspace: the larger of the exact kernels' and the fast
- * kernels' (dh2/dh1 [max_batch, H2+H1] plus nc chunk partials of all P
- * parameters, nc <= min(264 / weight tiles, ceil(max_batch / 256)): 26 for
- * the production topology), since either may run.
+ * kernels' (dh2/dh1 [max_batch, H2+H1], W2ᵀ and W3ᵀ, plus nc chunk partials
+ * of all P parameters, nc <= min(264 / weight tiles, ceil(max_batch / 256)):
+ * 26 for the production topology), since either may run.
  */
 
 /* The tolerance above, for tests and documentation. */

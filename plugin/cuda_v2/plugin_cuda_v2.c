@@ -9,9 +9,10 @@
  * any other handle the exact kernels (AUXTRUNK_CAP_EXACT holds for it).
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
- * v2_workspace_floats(dims, max_batch) floats = dh2/dh1 [max_batch, H2+H1]
- * plus, when max_batch > 256, ceil(max_batch/256) chunk partials of all P
- * parameters (production topology, max_batch 65,536: 32 MiB + 161 MiB); in
+ * v2_workspace_floats(dims, max_batch) floats = dh2/dh1 [max_batch, H2+H1],
+ * W2ᵀ/W3ᵀ, and, when max_batch > 256, at most ceil(max_batch/256) tree nodes
+ * of all P parameters (one per chunk, or per pair of chunks at large batches;
+ * production topology, max_batch 65,536: 128 MiB + 0.4 MiB + 80 MiB); in
  * fast mode v2_fast_workspace_floats, which is never less (the exact kernels
  * run for topologies or pointers outside the fast kernels' domain).
  */
@@ -66,7 +67,7 @@ static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
 
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v2",
-    .kernel_version = "cuda-v2 2.1.0 (canon " V2_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version = "cuda-v2 2.2.0 (canon " V2_STR(AUXTRUNK_CANON_VERSION) ")",
     /* EXACT describes the default mode (abi/auxtrunk.h); FAST_MODE adds the
      * TF32 mode on request. */
     .caps = AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT |
