@@ -21,7 +21,9 @@
  *
  * Launches (fixed for a given batch; nothing depends on data):
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
- *   backward: dh2_pre (ELU'), dh1_pre (ELU'), one grouped launch of the three
+ *   backward: W2ᵀ and W3ᵀ into the workspace (one small launch, so that the
+ *             hidden gradients run the forward's orientation), dh2_pre (ELU'),
+ *             dh1_pre (ELU'), one grouped launch of the three
  *             weight gradients over batch chunks with the bias gradients fused
  *             in (column sums of the staged fp32 operand), and, when there is
  *             more than one chunk, one launch adding the chunk partials in
@@ -184,23 +186,32 @@ __device__ __forceinline__ void mainloop(Acc &acc, const FGemm &g, int m0, int n
     cp_async_wait<0>();
 }
 
-/* Applies the epilogue to the block tile at (m0, n0) and stores it: 16-byte
- * stores (NK B) or 8-byte stores (KC B); rows and column runs past m, n are
- * skipped (n is a multiple of 4, so a run is wholly in or out). */
+/* Applies the epilogue to the block tile at (m0, n0) and stores it, through
+ * shared memory: the warps park their raw accumulators in a [BM][ST_ROW]
+ * tile (the pipeline's buffers, idle by then), then every thread walks
+ * 16-byte groups of whole rows: bias and ELU, or ELU' with y read by one
+ * 16-byte load, or old + value, and one 16-byte store. The loop is rolled
+ * (unrolled by 4): fully unrolled over a thread's 128 accumulators the
+ * canonical ELU made the kernel overflow the instruction cache, and the y
+ * loads waited one by one behind the stores (c may alias y as far as the
+ * compiler knows). Rows past m and groups past n (a multiple of 4) are
+ * skipped. */
+constexpr int ST_ROW = BN + 16; /* the 16-byte writes of two rows hit disjoint banks */
+static_assert(BM * ST_ROW * 4 <= SMEM_BYTES, "the output tile fits the pipeline's buffers");
+
 template <bool A_KC, bool B_KC, int EPI>
 __device__ __forceinline__ void epilogue(const Acc &acc, const FGemm &g, int m0, int n0,
-                                         bool accumulate)
+                                         bool accumulate, float *smem)
 {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm0 = warp_m(warp) * WM, wn0 = warp_n(warp) * WN;
     constexpr int RUNS = Runs<B_KC>::RUNS, LEN = Runs<B_KC>::LEN;
+    __syncthreads(); /* every warp is done reading the last slab */
 #pragma unroll
     for (int i = 0; i < MT; i++) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int m = m0 + c_row<A_KC>(wm0 + 16 * i, lane, h);
-            if (m >= g.m)
-                continue;
+            float *row = smem + c_row<A_KC>(wm0 + 16 * i, lane, h) * ST_ROW;
 #pragma unroll
             for (int p = 0; p < NT8 / 2; p++) {
 #pragma unroll
@@ -208,46 +219,43 @@ __device__ __forceinline__ void epilogue(const Acc &acc, const FGemm &g, int m0,
                     int col;
                     float v[4];
                     c_run<B_KC>(acc[i][2 * p], acc[i][2 * p + 1], wn0 + 16 * p, lane, h, u, col, v);
-                    const int n = n0 + col;
-                    if (n >= g.n)
-                        continue;
-                    const size_t o = (size_t)m * g.ldc + n;
-                    if (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) {
-#pragma unroll
-                        for (int e = 0; e < LEN; e++) {
-                            v[e] = v[e] + __ldg(g.bias + n + e);
-                            if (EPI == EPI_BIAS_ELU)
-                                v[e] = auxtrunk_canon_elu(v[e]);
-                        }
-                    } else if (EPI == EPI_ELU_GRAD) {
-                        float y[4];
-                        if (LEN == 4) {
-                            const float4 w = *reinterpret_cast<const float4 *>(g.y + o);
-                            y[0] = w.x, y[1] = w.y, y[2] = w.z, y[3] = w.w;
-                        } else {
-                            const float2 w = *reinterpret_cast<const float2 *>(g.y + o);
-                            y[0] = w.x, y[1] = w.y, y[2] = 0.0f, y[3] = 0.0f;
-                        }
-#pragma unroll
-                        for (int e = 0; e < LEN; e++)
-                            v[e] = auxtrunk_canon_elu_grad(v[e], y[e]);
-                    } else if (accumulate) {
-                        if (LEN == 4) {
-                            const float4 w = *reinterpret_cast<const float4 *>(g.c + o);
-                            v[0] = w.x + v[0], v[1] = w.y + v[1], v[2] = w.z + v[2],
-                            v[3] = w.w + v[3];
-                        } else {
-                            const float2 w = *reinterpret_cast<const float2 *>(g.c + o);
-                            v[0] = w.x + v[0], v[1] = w.y + v[1];
-                        }
-                    }
                     if (LEN == 4)
-                        *reinterpret_cast<float4 *>(g.c + o) = make_float4(v[0], v[1], v[2], v[3]);
+                        *reinterpret_cast<float4 *>(row + col) = make_float4(v[0], v[1], v[2], v[3]);
                     else
-                        *reinterpret_cast<float2 *>(g.c + o) = make_float2(v[0], v[1]);
+                        *reinterpret_cast<float2 *>(row + col) = make_float2(v[0], v[1]);
                 }
             }
         }
+    }
+    __syncthreads();
+    constexpr int G4 = BN / 4; /* 16-byte groups per tile row */
+#pragma unroll 4
+    for (int idx = tid; idx < BM * G4; idx += NT) {
+        const int r = idx / G4, c = idx % G4 * 4;
+        const int m = m0 + r, n = n0 + c;
+        if (m >= g.m || n >= g.n)
+            continue;
+        const float4 t = *reinterpret_cast<const float4 *>(smem + r * ST_ROW + c);
+        float v[4] = {t.x, t.y, t.z, t.w};
+        const size_t o = (size_t)m * g.ldc + n;
+        if (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                v[e] = v[e] + __ldg(g.bias + n + e);
+                if (EPI == EPI_BIAS_ELU)
+                    v[e] = auxtrunk_canon_elu(v[e]);
+            }
+        } else if (EPI == EPI_ELU_GRAD) {
+            const float4 w = __ldg(reinterpret_cast<const float4 *>(g.y + o));
+            const float y[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                v[e] = auxtrunk_canon_elu_grad(v[e], y[e]);
+        } else if (accumulate) {
+            const float4 w = *reinterpret_cast<const float4 *>(g.c + o);
+            v[0] = w.x + v[0], v[1] = w.y + v[1], v[2] = w.z + v[2], v[3] = w.w + v[3];
+        }
+        *reinterpret_cast<float4 *>(g.c + o) = make_float4(v[0], v[1], v[2], v[3]);
     }
 }
 
@@ -263,7 +271,7 @@ __global__ void __launch_bounds__(NT, 2) fast_gemm_kernel(FGemm g, int k)
     float unused = 0.0f;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     mainloop<A_KC, B_KC>(acc, g, m0, n0, 0, k, smem, false, unused);
-    epilogue<A_KC, B_KC, EPI>(acc, g, m0, n0, false);
+    epilogue<A_KC, B_KC, EPI>(acc, g, m0, n0, false, smem);
 }
 
 /* ------------------------------------------------------------ backward -- */
@@ -302,7 +310,7 @@ __global__ void __launch_bounds__(NT, 2) fast_grad_kernel(FGrads G)
     Acc acc = {};
     float colsum = 0.0f;
     mainloop<false, false>(acc, g, mt * BM, nt * BN, kb, ke, smem, mt == 0, colsum);
-    epilogue<false, false, EPI_STORE>(acc, g, mt * BM, nt * BN, direct && G.accumulate);
+    epilogue<false, false, EPI_STORE>(acc, g, mt * BM, nt * BN, direct && G.accumulate, smem);
     if (mt == 0) {
         const int n = nt * BN + (int)threadIdx.x;
         if (n < g.n) {
@@ -406,8 +414,8 @@ extern "C" size_t v2_fast_workspace_floats(v2_dims_t d, int max_batch)
     if (!v2_fast_supported(d))
         return exact;
     const int nc = chunk_bound(grad_tiles(d), max_batch);
-    const size_t fast =
-        (size_t)max_batch * (d.h1 + d.h2) + (nc > 1 ? (size_t)nc * param_count(d) : 0);
+    const size_t fast = (size_t)max_batch * (d.h1 + d.h2) + (size_t)d.h1 * d.h2 +
+                        (size_t)d.h2 * d.aux + (nc > 1 ? (size_t)nc * param_count(d) : 0);
     return fast > exact ? fast : exact; /* the exact kernels may run instead */
 }
 
@@ -417,7 +425,7 @@ extern "C" cudaError_t v2_fast_prepare(void)
     if ((e = v2_prepare()) != cudaSuccess ||
         (e = prepare_kernel(fast_gemm_kernel<true, false, EPI_BIAS_ELU>)) != cudaSuccess ||
         (e = prepare_kernel(fast_gemm_kernel<true, false, EPI_BIAS>)) != cudaSuccess ||
-        (e = prepare_kernel(fast_gemm_kernel<true, true, EPI_ELU_GRAD>)) != cudaSuccess ||
+        (e = prepare_kernel(fast_gemm_kernel<true, false, EPI_ELU_GRAD>)) != cudaSuccess ||
         (e = prepare_kernel(fast_grad_kernel)) != cudaSuccess)
         return e;
     cudaFuncAttributes a;
@@ -466,15 +474,20 @@ extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const
     cudaError_t e;
     float *dh2 = workspace;
     float *dh1 = dh2 + (size_t)batch * d.h2;
-    float *partials = dh1 + (size_t)batch * d.h1;
+    float *w2t = dh1 + (size_t)batch * d.h1; /* [H2, H1] */
+    float *w3t = w2t + (size_t)d.h1 * d.h2;   /* [AUX, H2] */
+    float *partials = w3t + (size_t)d.h2 * d.aux;
 
-    /* dh_pre = (d · Wᵀ) ⊙ ELU'(y): A = d [batch, N_out] and B = W [K, N_out]
-     * read as [n][k], both k-contiguous (the reduction is the layer's output). */
-    const FGemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2};
-    if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, stream)) != cudaSuccess)
+    /* dh_pre = (d · Wᵀ) ⊙ ELU'(y): A = d [batch, N_out] k-contiguous, B = Wᵀ
+     * [N_out, K] from the transposed copies, n-contiguous: the forward's
+     * orientation (the reduction is the layer's output). */
+    if ((e = v2_transpose_hidden_weights(d, p, w2t, w3t, stream)) != cudaSuccess)
         return e;
-    const FGemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1};
-    if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, stream)) != cudaSuccess)
+    const FGemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2};
+    if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, stream)) != cudaSuccess)
+        return e;
+    const FGemm g1 = {dh2, w2t, dh1, nullptr, h1, d.h2, d.h1, d.h1, batch, d.h1};
+    if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, stream)) != cudaSuccess)
         return e;
 
     int nc, len;
