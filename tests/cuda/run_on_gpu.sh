@@ -110,7 +110,11 @@ if [ -x "$sanitizer" ]; then
     for v in ${AUXTRUNK_GPU_SANITIZE:-v1 v2}; do
         bin=$build/tests/cuda/test_cuda_$v
         step "memcheck-$v" "$out/memcheck-$v.log" 150 "${san[@]}" --tool memcheck --leak-check full "$bin" gpu
-        step "racecheck-$v" "$out/racecheck-$v.log" 150 "${san[@]}" --tool racecheck --racecheck-report all "$bin" gpu
+        # racecheck is the slowest tool: one run per test case ("$bin" cases).
+        for c in $("$bin" cases); do
+            step "racecheck-$v-$c" "$out/racecheck-$v-$c.log" 150 env CK_RUN_CASE="$c" \
+                "${san[@]}" --tool racecheck --racecheck-report all "$bin" gpu
+        done
         if [ "${AUXTRUNK_GPU_EXTRA:-0}" = 1 ]; then
             step "synccheck-$v" "$out/synccheck-$v.log" 120 "${san[@]}" --tool synccheck "$bin" gpu
             step "initcheck-$v" "$out/initcheck-$v.log" 120 "${san[@]}" --tool initcheck "$bin" gpu

@@ -1352,15 +1352,20 @@ END_TEST
 
 /* ------------------------------------------------------------------------- */
 
+/* Mode "api": no device needed. Mode "gpu": the test cases "exact" and (for
+ * a plugin with a fast mode) "fast"; Check's CK_RUN_CASE=<name> runs one of
+ * them (run_on_gpu.sh gives each its own sanitizer run). */
 static Suite *make_suite(const char *mode)
 {
     Suite *s = suite_create(CUDA_IMPL);
-    TCase *tc = tcase_create(mode);
     if (strcmp(mode, "api") == 0) {
+        TCase *tc = tcase_create("api");
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, entry_names_and_caps);
         tcase_add_test(tc, init_refusals);
+        suite_add_tcase(s, tc);
     } else if (strcmp(mode, "gpu") == 0) {
+        TCase *tc = tcase_create("exact");
         tcase_set_timeout(tc, 1200);
         tcase_add_test(tc, exact_small_topologies);
         tcase_add_test(tc, exact_production);
@@ -1370,16 +1375,26 @@ static Suite *make_suite(const char *mode)
         tcase_add_test(tc, bad_input_writes_nothing);
         tcase_add_test(tc, other_device_pointer_refused);
         tcase_add_test(tc, memory_usage_reports_the_block);
+        suite_add_tcase(s, tc);
 #ifdef CUDA_FAST_TOL
-        tcase_add_test(tc, fast_mode_within_tolerance);
-        tcase_add_test(tc, fast_mode_fallback_is_exact);
-        tcase_add_test(tc, fast_mode_deterministic);
-        tcase_add_test(tc, fast_mode_graph_replay_equals_eager);
+        TCase *tf = tcase_create("fast");
+        tcase_set_timeout(tf, 1200);
+        tcase_add_test(tf, fast_mode_within_tolerance);
+        tcase_add_test(tf, fast_mode_fallback_is_exact);
+        tcase_add_test(tf, fast_mode_deterministic);
+        tcase_add_test(tf, fast_mode_graph_replay_equals_eager);
+        suite_add_tcase(s, tf);
 #endif
+    } else if (strcmp(mode, "cases") == 0) { /* lists the gpu mode's test cases */
+#ifdef CUDA_FAST_TOL
+        printf("exact fast\n");
+#else
+        printf("exact\n");
+#endif
+        exit(0);
     } else {
         return NULL;
     }
-    suite_add_tcase(s, tc);
     return s;
 }
 
@@ -1388,7 +1403,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     Suite *s = make_suite(mode);
     if (!s) {
-        fprintf(stderr, "usage: %s api | gpu\n", argv[0]);
+        fprintf(stderr, "usage: %s api | gpu | cases\n", argv[0]);
         return 2;
     }
     const char *quick = getenv("AUXTRUNK_CUDA_TEST_QUICK");
