@@ -15,6 +15,8 @@
 # AUXTRUNK_GPU_BUILD (build folder, default build-gpu),
 # AUXTRUNK_GPU_EXTRA=1 (also synccheck and initcheck), AUXTRUNK_GPU_SANITIZE
 # (the plugins to run the sanitizers on, default "v1 v2"),
+# AUXTRUNK_GPU_RACECHECK_CASES (the test cases racecheck runs, default every
+# case the binary lists: "exact fast" for cuda-v2),
 # AUXTRUNK_GPU_DEADLINE (seconds for everything, default 540).
 # Expected: about 1 min build, 1 min ctest, 1-2 min per sanitizer.
 set -u -o pipefail
@@ -99,10 +101,8 @@ for v in v1 v2; do
         failed=1
     fi
 done
-# The GPU cases' own output (sizes, seeds), for the record.
-for v in v1 v2; do
-    "$build/tests/cuda/test_cuda_$v" gpu > "$out/gpu-$v.log" 2>&1 || true
-done
+# Every test's own output (sizes, seeds, the GPU cases' figures), for the record.
+cp "$build/Testing/Temporary/LastTest.log" "$out/ctest-output.log" 2>/dev/null || true
 
 # --- Sanitizers (quick mode, one process: CK_FORK=no) -----------------------------
 san=(env CK_FORK=no AUXTRUNK_CUDA_TEST_QUICK=1 "$sanitizer" --error-exitcode 86 --print-limit 100)
@@ -111,7 +111,7 @@ if [ -x "$sanitizer" ]; then
         bin=$build/tests/cuda/test_cuda_$v
         step "memcheck-$v" "$out/memcheck-$v.log" 150 "${san[@]}" --tool memcheck --leak-check full "$bin" gpu
         # racecheck is the slowest tool: one run per test case ("$bin" cases).
-        for c in $("$bin" cases); do
+        for c in ${AUXTRUNK_GPU_RACECHECK_CASES:-$("$bin" cases)}; do
             step "racecheck-$v-$c" "$out/racecheck-$v-$c.log" 150 env CK_RUN_CASE="$c" \
                 "${san[@]}" --tool racecheck --racecheck-report all "$bin" gpu
         done
