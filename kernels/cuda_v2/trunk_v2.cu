@@ -23,9 +23,9 @@
  * staging, double-buffered). Batches up to V2_ROWS_MAX_BATCH run their
  * row-local stages on the cluster path of trunk_v2_rows.cu.
  *
- * Hidden gradients (dh = d · Wᵀ) read W2 and W3 from transposed copies that
- * one small launch writes into the workspace, so that they run the forward's
- * orientation (A k-contiguous, B d-contiguous).
+ * Hidden gradients (dh = d · Wᵀ) at large batches read W2 and W3 from
+ * transposed copies that one small launch writes into the workspace, so that
+ * they run the forward's orientation (A k-contiguous, B d-contiguous).
  *
  * Batch sums (section 3) split the batch into chunks of AUXTRUNK_CANON_CHUNK
  * samples: one grid row per chunk (or per pair of chunks at large batches,
@@ -1084,6 +1084,12 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
 #ifndef V2_DH_TRANSPOSE
 #define V2_DH_TRANSPOSE 1
 #endif
+/* Smallest batch whose hidden gradients take the transposed copies: below
+ * it the copy's launch costs more than it saves (H200: 2-4 us slower up to
+ * B = 8,192, 9 us faster at 16,384, 34 us at 65,536; docs/perf-notes.md). */
+#ifndef V2_DH_TRANSPOSE_MIN_BATCH
+#define V2_DH_TRANSPOSE_MIN_BATCH 16384
+#endif
 constexpr int TP = 32; /* transpose tile edge; blocks of TP x 8 threads */
 
 struct TransposeArgs {
@@ -1373,7 +1379,7 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     if (batch <= V2_ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
         if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
             return e;
-    } else if (V2_DH_TRANSPOSE && vec) {
+    } else if (V2_DH_TRANSPOSE && vec && batch >= V2_DH_TRANSPOSE_MIN_BATCH) {
         if ((e = v2_transpose_hidden_weights(d, p, w2t, w3t, stream)) != cudaSuccess)
             return e;
         Gemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2};

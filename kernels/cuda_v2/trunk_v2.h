@@ -11,8 +11,8 @@
  *
  * Launch sequence (fixed for a given batch; nothing depends on data):
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
- *   backward: W2ᵀ/W3ᵀ copy, dh2_pre, dh1_pre, grouped dW/db chunk partials,
- *             tree (if B > 256; two launches above 16 tree nodes)
+ *   backward: W2ᵀ/W3ᵀ copy (B >= 16,384), dh2_pre, dh1_pre, grouped dW/db
+ *             chunk partials, tree (if B > 256; two launches above 16 nodes)
  * For batches up to V2_ROWS_MAX_BATCH (128) the row-local stages run on the
  * cluster path of trunk_v2_rows.h instead: forward in one launch, dh2_pre and
  * dh1_pre in one launch.
