@@ -14,7 +14,7 @@
  * tile; each warp a 64 x 64 sub-tile of 4 x 8 mma.sync.m16n8k8 (tf32) tiles,
  * 128 fp32 accumulators per thread. The reduction index k is staged in slabs
  * of 32 through a 3-deep cp.async pipeline in shared memory (96 KiB, two
- * blocks per SM); operands are rounded to TF32 (cvt.rna) as fragments are
+ * blocks per SM); operands are rounded to TF32 (cvt.rn) as fragments are
  * read. trunk_v2_fast_tile.cuh holds the index arithmetic (layouts, swizzles,
  * fragment and accumulator maps) and is verified on the host by
  * tests/cuda/test_fast_tile.cu.
@@ -42,11 +42,14 @@ using namespace v2fast;
 
 /* -------------------------------------------------------------- PTX -- */
 
-/* fp32 -> tf32, round to nearest (ties away), as a 32-bit operand. */
+/* fp32 -> tf32, round to nearest (ties to even), as a 32-bit operand. On
+ * sm_90 cvt.rn is one instruction (F2FP.TF32); cvt.rna (ties away) is
+ * emulated with a compare, a predicated add and a mask, which made the
+ * conversions the larger part of the GEMM loop's instructions. */
 __device__ __forceinline__ uint32_t to_tf32(float f)
 {
     uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
     return r;
 }
 
@@ -58,6 +61,15 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4],
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* ELU for fast mode: e^z - 1 from the hardware exponential (ex2.approx)
+ * for z <= 0. Absolute error about 1e-7 (relative error of e^z a few ulp),
+ * far inside V2_FAST_TOL; five instructions instead of the canonical
+ * expm1's twenty-odd, once per element of layers 1 and 2. */
+__device__ __forceinline__ float fast_elu(float z)
+{
+    return z > 0.0f ? z : __expf(z) - 1.0f;
 }
 
 /* One 16-byte global -> shared copy, or 16 zero bytes when !ok (src-size 0:
@@ -189,13 +201,12 @@ __device__ __forceinline__ void mainloop(Acc &acc, const FGemm &g, int m0, int n
 /* Applies the epilogue to the block tile at (m0, n0) and stores it, through
  * shared memory: the warps park their raw accumulators in a [BM][ST_ROW]
  * tile (the pipeline's buffers, idle by then), then every thread walks
- * 16-byte groups of whole rows: bias and ELU, or ELU' with y read by one
- * 16-byte load, or old + value, and one 16-byte store. The loop is rolled
- * (unrolled by 4): fully unrolled over a thread's 128 accumulators the
- * canonical ELU made the kernel overflow the instruction cache, and the y
- * loads waited one by one behind the stores (c may alias y as far as the
- * compiler knows). Rows past m and groups past n (a multiple of 4) are
- * skipped. */
+ * 16-byte groups: a thread keeps one column group (its 4 bias values are
+ * loaded once) and walks every RSTEP-th row: bias and ELU, or ELU' with y,
+ * or old + value, and one 16-byte store per group. The bias/ELU loop is
+ * rolled (unrolled by 4) to keep the kernel within the instruction cache;
+ * the ELU' and accumulate loops issue all their loads first. Rows past m and
+ * groups past n (a multiple of 4) are skipped. */
 constexpr int ST_ROW = BN + 16; /* the 16-byte writes of two rows hit disjoint banks */
 static_assert(BM * ST_ROW * 4 <= SMEM_BYTES, "the output tile fits the pipeline's buffers");
 
@@ -228,34 +239,63 @@ __device__ __forceinline__ void epilogue(const Acc &acc, const FGemm &g, int m0,
         }
     }
     __syncthreads();
-    constexpr int G4 = BN / 4; /* 16-byte groups per tile row */
+    constexpr int G4 = BN / 4;          /* 16-byte groups per tile row */
+    constexpr int RSTEP = NT / G4;      /* rows between a thread's groups */
+    constexpr int ITERS = BM / RSTEP;   /* groups per thread */
+    static_assert(NT % G4 == 0 && BM % RSTEP == 0, "a thread keeps one column group");
+    const int c = tid % G4 * 4, r0 = tid / G4, n = n0 + c;
+    if (n >= g.n)
+        return;
+    const float *st = smem + r0 * ST_ROW + c;
+    float *dst = g.c + (size_t)(m0 + r0) * g.ldc + n;
+    const size_t dstep = (size_t)RSTEP * g.ldc;
+    const int rows = g.m - m0 - r0; /* this thread's group j is a row while RSTEP * j < rows */
+    if (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) {
+        const float b[4] = {__ldg(g.bias + n), __ldg(g.bias + n + 1), __ldg(g.bias + n + 2),
+                            __ldg(g.bias + n + 3)};
 #pragma unroll 4
-    for (int idx = tid; idx < BM * G4; idx += NT) {
-        const int r = idx / G4, c = idx % G4 * 4;
-        const int m = m0 + r, n = n0 + c;
-        if (m >= g.m || n >= g.n)
-            continue;
-        const float4 t = *reinterpret_cast<const float4 *>(smem + r * ST_ROW + c);
-        float v[4] = {t.x, t.y, t.z, t.w};
-        const size_t o = (size_t)m * g.ldc + n;
-        if (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) {
+        for (int j = 0; j < ITERS; j++) {
+            if (RSTEP * j >= rows)
+                break;
+            const float4 t = *reinterpret_cast<const float4 *>(st + j * RSTEP * ST_ROW);
+            float v[4] = {t.x + b[0], t.y + b[1], t.z + b[2], t.w + b[3]};
+            if (EPI == EPI_BIAS_ELU) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                v[e] = v[e] + __ldg(g.bias + n + e);
-                if (EPI == EPI_BIAS_ELU)
-                    v[e] = auxtrunk_canon_elu(v[e]);
+                for (int e = 0; e < 4; e++)
+                    v[e] = fast_elu(v[e]);
             }
-        } else if (EPI == EPI_ELU_GRAD) {
-            const float4 w = __ldg(reinterpret_cast<const float4 *>(g.y + o));
-            const float y[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                v[e] = auxtrunk_canon_elu_grad(v[e], y[e]);
-        } else if (accumulate) {
-            const float4 w = *reinterpret_cast<const float4 *>(g.c + o);
-            v[0] = w.x + v[0], v[1] = w.y + v[1], v[2] = w.z + v[2], v[3] = w.w + v[3];
+            *reinterpret_cast<float4 *>(dst + j * dstep) = make_float4(v[0], v[1], v[2], v[3]);
         }
-        *reinterpret_cast<float4 *>(g.c + o) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+        /* ELU' needs y, accumulate the old gradient: every load of the
+         * thread is issued before its first store (ITERS 16-byte loads in
+         * flight), since c may alias y as far as the compiler knows and would
+         * otherwise wait for each store before the next load. */
+        const bool load = EPI == EPI_ELU_GRAD || accumulate;
+        const float *src = EPI == EPI_ELU_GRAD ? g.y : g.c;
+        const float *s0 = src + (size_t)(m0 + r0) * g.ldc + n;
+        float4 w[ITERS];
+#pragma unroll
+        for (int j = 0; j < ITERS; j++)
+            w[j] = load && RSTEP * j < rows
+                       ? *reinterpret_cast<const float4 *>(s0 + j * dstep)
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int j = 0; j < ITERS; j++) {
+            if (RSTEP * j >= rows)
+                break;
+            const float4 t = *reinterpret_cast<const float4 *>(st + j * RSTEP * ST_ROW);
+            float4 v = t;
+            if (EPI == EPI_ELU_GRAD) {
+                v.x = auxtrunk_canon_elu_grad(t.x, w[j].x);
+                v.y = auxtrunk_canon_elu_grad(t.y, w[j].y);
+                v.z = auxtrunk_canon_elu_grad(t.z, w[j].z);
+                v.w = auxtrunk_canon_elu_grad(t.w, w[j].w);
+            } else if (accumulate) {
+                v = make_float4(w[j].x + t.x, w[j].y + t.y, w[j].z + t.z, w[j].w + t.w);
+            }
+            *reinterpret_cast<float4 *>(dst + j * dstep) = v;
+        }
     }
 }
 

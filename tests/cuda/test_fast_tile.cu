@@ -191,13 +191,14 @@ END_TEST
 /* ------------------------------------------------------------------------- */
 /* Block-level emulation                                                     */
 
-/* cvt.rna.tf32.f32 on a finite value: round to 10 explicit mantissa bits,
- * ties away from zero (add half an ulp to the magnitude, then truncate). */
+/* cvt.rn.tf32.f32 on a finite value: round to 10 explicit mantissa bits,
+ * ties to even (add just under half an ulp, plus the kept last bit, to the
+ * magnitude, then truncate). */
 static float tf32(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    u = (u + 0x1000u) & 0xFFFFE000u;
+    u = (u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u;
     memcpy(&f, &u, 4);
     return f;
 }
