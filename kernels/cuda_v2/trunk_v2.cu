@@ -1126,11 +1126,16 @@ __global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
 /* --------------------------------------------------------------- launch -- */
 
 /* Tile configurations, largest first; a launch takes the largest one that
- * still fills every multiprocessor once (132 on the H200). Larger tiles do
- * more FMAs per shared-memory read; below one full wave, smaller tiles win
- * because the small batches of RL are latency-bound. */
+ * gives at least FULL_WAVE blocks, about one per multiprocessor (132 on the
+ * H200). Larger tiles do more FMAs per shared-memory read; with far fewer
+ * blocks than multiprocessors, smaller tiles win because the small batches
+ * of RL are latency-bound. 128 rather than 132: the widths are powers of
+ * two, so tile counts are too, and 128 blocks of the larger tile (4 SMs
+ * idle) beat 512 of the next smaller one (H200 probe, graph step: B = 2,048
+ * 127 -> 93 us, 8,192 276 -> 260 us, no batch slower; 64 or 32 as the bound
+ * were slower at 4,096 by 53 and 69 us). */
 #ifndef V2_FULL_WAVE
-#define V2_FULL_WAVE 132
+#define V2_FULL_WAVE 128
 #endif
 constexpr int FULL_WAVE = V2_FULL_WAVE;
 
@@ -1469,7 +1474,14 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
         T.nc = (nodes + TREE_SPAN - 1) / TREE_SPAN;
     }
     T.span = T.nc;
-    if (v4)
+    /* A tree of at most TREE_SPAN nodes needs only TREE_SPAN_LEVELS stack
+     * levels: the shallow kernel's fewer registers keep more blocks, and
+     * loads, in flight (mid batches: 2 to 16 chunks). */
+    if (T.nc <= TREE_SPAN && v4)
+        tree_kernel<4, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
+    else if (T.nc <= TREE_SPAN)
+        tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
+    else if (v4)
         tree_kernel<4, TREE_LEVELS, TREE_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
     else
         tree_kernel<1, TREE_LEVELS, TREE_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
