@@ -1250,11 +1250,6 @@ inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* ------------------------------------------------------------ public API -- */
 
-static size_t param_count(v2_dims_t d)
-{
-    return (size_t)d.enc * d.h1 + d.h1 + (size_t)d.h1 * d.h2 + d.h2 + (size_t)d.h2 * d.aux + d.aux;
-}
-
 namespace {
 
 /* Loads a kernel and allows it `smem` bytes of dynamic shared memory. */
@@ -1336,7 +1331,7 @@ extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
         const int n = nodes_of(d, c);
         nodes = n > nodes ? n : nodes;
     }
-    size_t partials = (size_t)nodes * param_count(d);
+    size_t partials = (size_t)nodes * v2_grad_layout(d).off[6];
     size_t transposed = V2_DH_TRANSPOSE ? (size_t)d.h1 * d.h2 + (size_t)d.h2 * d.aux : 0;
     return partials + transposed + (size_t)max_batch * (d.h1 + d.h2);
 }
@@ -1405,24 +1400,21 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     const int nc = auxtrunk_canon_chunks(batch);
     const int fold = fold_of(d, nc);
     const int nodes = (nc + fold - 1) / fold; /* grid rows of the gradient launch */
-    const size_t P = param_count(d);
-    /* Offsets of each gradient in the flat layout W1 b1 W2 b2 W3 b3. */
-    const size_t o_w1 = 0, o_b1 = o_w1 + (size_t)d.enc * d.h1, o_w2 = o_b1 + d.h1,
-                 o_b2 = o_w2 + (size_t)d.h1 * d.h2, o_w3 = o_b2 + d.h2,
-                 o_b3 = o_w3 + (size_t)d.h2 * d.aux;
+    const v2_grad_layout_t L = v2_grad_layout(d);
+    const size_t P = L.off[6];
     const bool direct = nc == 1;
     GradGroup G = {};
     /* dW = aᵀ · g over the chunk: A(m = feature, k = sample) is m-contiguous. */
-    G.dw[0] = {x, dh1, direct ? gr->dw1 : partials + o_w1, nullptr, nullptr, d.enc, d.h1, d.h1,
+    G.dw[0] = {x, dh1, direct ? gr->dw1 : partials + L.off[0], nullptr, nullptr, d.enc, d.h1, d.h1,
                d.enc, d.h1};
-    G.dw[1] = {h1, dh2, direct ? gr->dw2 : partials + o_w2, nullptr, nullptr, d.h1, d.h2, d.h2,
+    G.dw[1] = {h1, dh2, direct ? gr->dw2 : partials + L.off[2], nullptr, nullptr, d.h1, d.h2, d.h2,
                d.h1, d.h2};
-    G.dw[2] = {h2, dout, direct ? gr->dw3 : partials + o_w3, nullptr, nullptr, d.h2, d.aux, d.aux,
-               d.h2, d.aux};
+    G.dw[2] = {h2, dout, direct ? gr->dw3 : partials + L.off[4], nullptr, nullptr, d.h2, d.aux,
+               d.aux, d.h2, d.aux};
     G.g[0] = dh1, G.g[1] = dh2, G.g[2] = dout;
-    G.db[0] = direct ? gr->db1 : partials + o_b1;
-    G.db[1] = direct ? gr->db2 : partials + o_b2;
-    G.db[2] = direct ? gr->db3 : partials + o_b3;
+    G.db[0] = direct ? gr->db1 : partials + L.off[1];
+    G.db[1] = direct ? gr->db2 : partials + L.off[3];
+    G.db[2] = direct ? gr->db3 : partials + L.off[5];
     G.db_n[0] = d.h1, G.db_n[1] = d.h2, G.db_n[2] = d.aux;
     G.batch = batch;
     G.nc = nc;
@@ -1447,19 +1439,14 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     T.ws = partials;
     T.stride = P;
     T.nc = nodes;
-    const size_t sizes[6] = {(size_t)d.enc * d.h1, (size_t)d.h1, (size_t)d.h1 * d.h2,
-                             (size_t)d.h2, (size_t)d.h2 * d.aux, (size_t)d.aux};
     float *dst[6] = {gr->dw1, gr->db1, gr->dw2, gr->db2, gr->dw3, gr->db3};
-    int64_t acc = 0;
+    bool v4 = P % 4 == 0 && aligned16(partials);
     for (int i = 0; i < 6; i++) {
-        acc += (int64_t)sizes[i];
-        T.end[i] = acc;
+        T.end[i] = (int64_t)L.off[i + 1];
         T.dst[i] = dst[i];
+        v4 = v4 && L.off[i] % 4 == 0 && aligned16(dst[i]);
     }
     T.accumulate = accumulate;
-    bool v4 = P % 4 == 0 && aligned16(partials);
-    for (int i = 0; i < 6; i++)
-        v4 = v4 && sizes[i] % 4 == 0 && aligned16(dst[i]);
     const unsigned blocks = (unsigned)(((v4 ? P / 4 : P) + NTHREADS - 1) / NTHREADS);
     if (nodes > TREE_SPLIT_MIN) { /* first level: blocks of TREE_SPAN nodes, in place */
         T.span = TREE_SPAN;

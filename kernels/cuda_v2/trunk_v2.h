@@ -36,6 +36,26 @@ typedef atk_dims_t v2_dims_t;
 typedef atk_params_t v2_params_t;
 typedef atk_grads_t v2_grads_t;
 
+/* The flat layout of the six gradients, W1 b1 W2 b2 W3 b3, shared by every
+ * chunk partial in the workspace and by the launches that sum them (the
+ * exact tree and the fast chunk sum): gradient i occupies floats
+ * [off[i], off[i+1]) for i = 0..5 (dW1 db1 dW2 db2 dW3 db3), and off[6] = P,
+ * the parameter count. */
+typedef struct v2_grad_layout {
+    size_t off[7];
+} v2_grad_layout_t;
+
+static inline v2_grad_layout_t v2_grad_layout(v2_dims_t d)
+{
+    const size_t size[6] = {(size_t)d.enc * d.h1, (size_t)d.h1, (size_t)d.h1 * d.h2,
+                            (size_t)d.h2,         (size_t)d.h2 * d.aux, (size_t)d.aux};
+    v2_grad_layout_t L;
+    L.off[0] = 0;
+    for (int i = 0; i < 6; i++)
+        L.off[i + 1] = L.off[i] + size[i];
+    return L;
+}
+
 /* Floats of workspace backward needs for batches up to max_batch: dh2_pre
  * and dh1_pre [max_batch, H2+H1], W2 and W3 transposed (H1*H2 + H2*AUX), and
  * the tree nodes of the batch sums when max_batch > 256: one partial of every

@@ -414,11 +414,6 @@ cudaError_t gemm(const FGemm &g, int k, cudaStream_t s)
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-inline size_t param_count(v2_dims_t d)
-{
-    return (size_t)d.enc * d.h1 + d.h1 + (size_t)d.h1 * d.h2 + d.h2 + (size_t)d.h2 * d.aux + d.aux;
-}
-
 /* Weight-gradient tiles per batch chunk. */
 inline int grad_tiles(v2_dims_t d)
 {
@@ -455,7 +450,7 @@ extern "C" size_t v2_fast_workspace_floats(v2_dims_t d, int max_batch)
         return exact;
     const int nc = chunk_bound(grad_tiles(d), max_batch);
     const size_t fast = (size_t)max_batch * (d.h1 + d.h2) + (size_t)d.h1 * d.h2 +
-                        (size_t)d.h2 * d.aux + (nc > 1 ? (size_t)nc * param_count(d) : 0);
+                        (size_t)d.h2 * d.aux + (nc > 1 ? (size_t)nc * v2_grad_layout(d).off[6] : 0);
     return fast > exact ? fast : exact; /* the exact kernels may run instead */
 }
 
@@ -532,24 +527,21 @@ extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const
 
     int nc, len;
     chunk_plan(grad_tiles(d), batch, nc, len);
-    const size_t P = param_count(d);
+    const v2_grad_layout_t L = v2_grad_layout(d);
+    const size_t P = L.off[6];
     const bool direct = nc == 1;
-    /* Offsets of each gradient in the flat layout W1 b1 W2 b2 W3 b3. */
-    const size_t o_w1 = 0, o_b1 = o_w1 + (size_t)d.enc * d.h1, o_w2 = o_b1 + d.h1,
-                 o_b2 = o_w2 + (size_t)d.h1 * d.h2, o_w3 = o_b2 + d.h2,
-                 o_b3 = o_w3 + (size_t)d.h2 * d.aux;
 
     FGrads G = {};
     /* dW = aᵀ · d: A(m = feature, k = sample) = a[k*M + m], B = d[k*N + n]. */
-    G.dw[0] = {x, dh1, direct ? gr->dw1 : partials + o_w1, nullptr, nullptr,
+    G.dw[0] = {x, dh1, direct ? gr->dw1 : partials + L.off[0], nullptr, nullptr,
                d.enc, d.h1, d.h1, d.enc, d.h1};
-    G.dw[1] = {h1, dh2, direct ? gr->dw2 : partials + o_w2, nullptr, nullptr,
+    G.dw[1] = {h1, dh2, direct ? gr->dw2 : partials + L.off[2], nullptr, nullptr,
                d.h1, d.h2, d.h2, d.h1, d.h2};
-    G.dw[2] = {h2, dout, direct ? gr->dw3 : partials + o_w3, nullptr, nullptr,
+    G.dw[2] = {h2, dout, direct ? gr->dw3 : partials + L.off[4], nullptr, nullptr,
                d.h2, d.aux, d.aux, d.h2, d.aux};
-    G.db[0] = direct ? gr->db1 : partials + o_b1;
-    G.db[1] = direct ? gr->db2 : partials + o_b2;
-    G.db[2] = direct ? gr->db3 : partials + o_b3;
+    G.db[0] = direct ? gr->db1 : partials + L.off[1];
+    G.db[1] = direct ? gr->db2 : partials + L.off[3];
+    G.db[2] = direct ? gr->db3 : partials + L.off[5];
     int t = 0;
     G.tile_start[0] = 0;
     for (int q = 0; q < 3; q++) {
@@ -569,13 +561,9 @@ extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const
     R.ws = partials;
     R.stride = P;
     R.nc = nc;
-    const size_t sizes[6] = {(size_t)d.enc * d.h1, (size_t)d.h1, (size_t)d.h1 * d.h2,
-                             (size_t)d.h2, (size_t)d.h2 * d.aux, (size_t)d.aux};
     float *dst[6] = {gr->dw1, gr->db1, gr->dw2, gr->db2, gr->dw3, gr->db3};
-    int64_t acc = 0;
     for (int i = 0; i < 6; i++) {
-        acc += (int64_t)sizes[i];
-        R.end[i] = acc;
+        R.end[i] = (int64_t)L.off[i + 1];
         R.dst[i] = dst[i];
     }
     R.accumulate = accumulate;
