@@ -1242,6 +1242,17 @@ cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_
     return cudaGetLastError();
 }
 
+/* One launch of the tree: V = 4 (16-byte groups) when v4, else V = 1. */
+template <int LEVELS, int BATCH>
+cudaError_t launch_tree(const TreeArgs &T, dim3 grid, bool v4, cudaStream_t s)
+{
+    if (v4)
+        tree_kernel<4, LEVELS, BATCH><<<grid, NTHREADS, 0, s>>>(T);
+    else
+        tree_kernel<1, LEVELS, BATCH><<<grid, NTHREADS, 0, s>>>(T);
+    return cudaGetLastError();
+}
+
 /* 16-byte loads need every row stride a multiple of 4 floats and every base
  * pointer 16-byte aligned. */
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1451,11 +1462,8 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     if (nodes > TREE_SPLIT_MIN) { /* first level: blocks of TREE_SPAN nodes, in place */
         T.span = TREE_SPAN;
         const dim3 grid(blocks, (unsigned)((nodes + TREE_SPAN - 1) / TREE_SPAN));
-        if (v4)
-            tree_kernel<4, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<grid, NTHREADS, 0, stream>>>(T);
-        else
-            tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<grid, NTHREADS, 0, stream>>>(T);
-        if ((e = cudaGetLastError()) != cudaSuccess)
+        if ((e = launch_tree<TREE_SPAN_LEVELS, TREE_SPAN_BATCH>(T, grid, v4, stream)) !=
+            cudaSuccess)
             return e;
         T.stride = P * TREE_SPAN;
         T.nc = (nodes + TREE_SPAN - 1) / TREE_SPAN;
@@ -1464,13 +1472,7 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     /* A tree of at most TREE_SPAN nodes needs only TREE_SPAN_LEVELS stack
      * levels: the shallow kernel's fewer registers keep more blocks, and
      * loads, in flight (mid batches: 2 to 16 chunks). */
-    if (T.nc <= TREE_SPAN && v4)
-        tree_kernel<4, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
-    else if (T.nc <= TREE_SPAN)
-        tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
-    else if (v4)
-        tree_kernel<4, TREE_LEVELS, TREE_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
-    else
-        tree_kernel<1, TREE_LEVELS, TREE_BATCH><<<blocks, NTHREADS, 0, stream>>>(T);
-    return cudaGetLastError();
+    if (T.nc <= TREE_SPAN)
+        return launch_tree<TREE_SPAN_LEVELS, TREE_SPAN_BATCH>(T, blocks, v4, stream);
+    return launch_tree<TREE_LEVELS, TREE_BATCH>(T, blocks, v4, stream);
 }
