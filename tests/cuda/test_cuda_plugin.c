@@ -1266,8 +1266,9 @@ START_TEST(memory_usage_reports_the_block)
     ceiling += chunks * params * sizeof(float);
 #endif
 #if CUDA_TRANSPOSED_WEIGHTS /* plus W2 and W3 transposed for the hidden gradients */
-    floor += ((uint64_t)d.h1 * d.h2 + (uint64_t)d.h2 * d.aux) * sizeof(float);
-    ceiling += ((uint64_t)d.h1 * d.h2 + (uint64_t)d.h2 * d.aux) * sizeof(float);
+    const uint64_t transposed = ((uint64_t)d.h1 * d.h2 + (uint64_t)d.h2 * d.aux) * sizeof(float);
+    floor += transposed;
+    ceiling += transposed;
 #endif
     ck_assert_msg(m.device_bytes >= floor && m.device_bytes < ceiling + 4096,
                   "device_bytes %llu, expected %llu to %llu", (unsigned long long)m.device_bytes,
