@@ -883,6 +883,13 @@ struct GradGroup {
 constexpr int GRAD_FOLD = V2_GRAD_FOLD;
 static_assert(GRAD_FOLD == 1 || GRAD_FOLD == 2, "the epilogue folds one pair: left + right");
 
+/* Bias-gradient samples loaded ahead per thread (grad_chunk_kernel). */
+#ifndef V2_DB_BATCH
+#define V2_DB_BATCH 16
+#endif
+constexpr int DB_BATCH = V2_DB_BATCH;
+static_assert(DB_BATCH >= 1, "at least one sample per batch of loads");
+
 template <int BM, int BN, bool VEC, int FOLD>
 __global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
                                   min_blocks_of<BM, BN, V2_ASYNC && VEC>())
@@ -932,11 +939,26 @@ __global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
         if (n < G.db_n[q]) {
             const float *src = G.g[q];
             float node = 0.0f;
+            const size_t ld = (size_t)G.db_n[q];
             for (int c = c0; c < c1; c++) {
                 const int kb = c * CHUNK, ke = min(G.batch, kb + CHUNK);
                 float acc = 0.0f;
-                for (int b = kb; b < ke; b++) /* section 3: p = p + g[b,n] */
-                    acc = acc + src[(size_t)b * G.db_n[q] + n];
+                int b = kb;
+                /* DB_BATCH loads in flight, then added in order: the chain is
+                 * section 3's p = p + g[b,n], b ascending, and no longer
+                 * waits one memory latency per sample (at B = 256 these
+                 * blocks were the launch's critical path). */
+                for (; b + DB_BATCH <= ke; b += DB_BATCH) {
+                    float v[DB_BATCH];
+#pragma unroll
+                    for (int j = 0; j < DB_BATCH; j++)
+                        v[j] = src[(size_t)(b + j) * ld + n];
+#pragma unroll
+                    for (int j = 0; j < DB_BATCH; j++)
+                        acc = acc + v[j];
+                }
+                for (; b < ke; b++)
+                    acc = acc + src[(size_t)b * ld + n];
                 node = c > c0 ? node + acc : acc;
             }
             float *dst = G.db[q] + off + n;
