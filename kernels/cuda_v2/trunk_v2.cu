@@ -1159,6 +1159,9 @@ __global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
 #ifndef V2_FULL_WAVE
 #define V2_FULL_WAVE 128
 #endif
+#ifndef V2_ROW16
+#define V2_ROW16 1 /* 1: 16 x 32 tiles for forward / hidden-gradient launches below a wave */
+#endif
 constexpr int FULL_WAVE = V2_FULL_WAVE;
 
 inline int tiles(int m, int n, int bm, int bn)
@@ -1173,6 +1176,20 @@ inline int pick(int m, int n, int mult)
     if ((long long)tiles(m, n, 64, 64) * mult >= FULL_WAVE)
         return 64;
     return 32;
+}
+
+/* Tile rows of a forward or hidden-gradient launch: when even the 16 x 32
+ * tiles (1 x 2 per thread) fit one wave at one block per SM, they put twice
+ * as many multiprocessors to work as 32 x 32 tiles; at B = 256 a 256-wide
+ * layer is 64 blocks of 32 x 32 (64 of 132 SMs) or 128 of 16 x 32 (H200
+ * probe, graph step: B = 129 / 192 / 256 -3.3 / -2.7 / -2.9 us; at 384,
+ * where 192 blocks of 16 x 32 would stack two on some SMs, +6.8 us, hence
+ * the one-wave bound). Only for the async tile with A k-contiguous
+ * (`row16`: VEC and A_KC), whose fragment loads have a 1-wide form. */
+inline int pick_rows(int m, int n, bool row16)
+{
+    const int p = pick(m, n, 1);
+    return V2_ROW16 && row16 && p == 32 && tiles(m, n, 16, 32) <= FULL_WAVE ? 16 : p;
 }
 
 /* Tile of the weight-gradient launch with `rows` grid rows: sized by the
@@ -1205,7 +1222,14 @@ inline int nodes_of(v2_dims_t d, int nc)
 template <bool A_KC, bool B_KC, int EPI, bool VEC>
 cudaError_t gemm_launch(const Gemm &g, int k, cudaStream_t s)
 {
-    switch (pick(g.m, g.n, 1)) {
+    constexpr bool ROW16 = V2_ASYNC && VEC && A_KC;
+    switch (pick_rows(g.m, g.n, ROW16)) {
+    case 16:
+        if constexpr (ROW16)
+            gemm_kernel<16, 32, A_KC, B_KC, EPI, VEC>
+                <<<dim3((g.n + 31) / 32, (g.m + 15) / 16), threads_of<16, 32, true>(),
+                   launch_smem<16, 32, A_KC, B_KC, VEC>(k), s>>>(g, k);
+        break;
     case 128:
         gemm_kernel<128, V2_LARGE_BN, A_KC, B_KC, EPI, VEC>
             <<<dim3((g.n + V2_LARGE_BN - 1) / V2_LARGE_BN, (g.m + 127) / 128),
@@ -1316,6 +1340,22 @@ cudaError_t touch_config()
     return cudaSuccess;
 }
 
+/* The 16 x 32 tiles: forward and hidden-gradient kernels only (pick_rows). */
+cudaError_t touch_rows16()
+{
+    if (!V2_ROW16 || !V2_ASYNC)
+        return cudaSuccess;
+    constexpr size_t fwd = max_smem<16, 32, true, false, true>();
+    constexpr size_t dh = max_smem<16, 32, true, true, true>();
+    cudaError_t e;
+    if ((e = touch(gemm_kernel<16, 32, true, false, EPI_BIAS_ELU, true>, fwd)) != cudaSuccess ||
+        (e = touch(gemm_kernel<16, 32, true, false, EPI_ELU_GRAD, true>, fwd)) != cudaSuccess ||
+        (e = touch(gemm_kernel<16, 32, true, false, EPI_BIAS, true>, fwd)) != cudaSuccess ||
+        (e = touch(gemm_kernel<16, 32, true, true, EPI_ELU_GRAD, true>, dh)) != cudaSuccess)
+        return e;
+    return cudaSuccess;
+}
+
 } /* namespace */
 
 extern "C" cudaError_t v2_prepare(void)
@@ -1327,6 +1367,7 @@ extern "C" cudaError_t v2_prepare(void)
         (e = touch_config<64, 64, false>()) != cudaSuccess ||
         (e = touch_config<32, 32, true>()) != cudaSuccess ||
         (e = touch_config<32, 32, false>()) != cudaSuccess ||
+        (e = touch_rows16()) != cudaSuccess ||
         (e = touch(tree_kernel<1, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
         (e = touch(tree_kernel<4, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
         (e = touch(tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH>)) != cudaSuccess ||
