@@ -46,6 +46,7 @@
 
 #include "auxtrunk_canon.h"
 #include "trunk_v2_async.cuh"
+#include "trunk_v2_pdl.cuh"
 #include "trunk_v2_rows.h"
 
 /* Batches up to this size take the cluster path of trunk_v2_rows.cu for the
@@ -98,6 +99,7 @@ struct Gemm {
     const float *y;    /* EPI_ELU_GRAD: [M, N] with row stride ldc */
     int lda, ldb, ldc;
     int m, n;
+    int b_pre; /* async tile: B may be copied before pdl_wait (no launch in flight writes it) */
 };
 
 /* Which of a tile's BD rows/columns a thread's fragment element i covers.
@@ -697,6 +699,23 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
                                                                  : 0.0f;
         }
 
+    /* With b_pre, B's copies of slabs 0 .. ASTAGES-2 are issued before
+     * waiting for the previous launch (trunk_v2_pdl.cuh): they join the
+     * first commit group, which the first wait covers. Not in the 128-row
+     * tiles: at the batches that take them the early copies are worth
+     * nothing, and the branch cost the 8x8 kernels' register schedule 2.5%
+     * at B = 65,536 (H200 probe). */
+    const bool pre = BM < 128 && g.b_pre;
+    if (pre) {
+#pragma unroll
+        for (int s = 0; s < ASTAGES - 1; s++)
+            if (s < ntiles)
+                SB::template issue<REFORM>(bs + s * SB::FLOATS, g.b, g.ldb, n0, g.n,
+                                           k_begin + s * ABK, k_end, tid);
+    }
+    v2pdl::pdl_wait();
+    v2pdl::pdl_trigger();
+
     /* Slabs 0 .. ASTAGES-2 in flight; one commit group per slab, empty
      * groups included, so that "slab t has landed" is always wait_group
      * ASTAGES-2 at iteration t. */
@@ -705,7 +724,8 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
         if (s < ntiles) {
             const int k0 = k_begin + s * ABK;
             SA::template issue<REFORM>(as + s * SA::FLOATS, g.a, g.lda, m0, g.m, k0, k_end, tid);
-            SB::template issue<REFORM>(bs + s * SB::FLOATS, g.b, g.ldb, n0, g.n, k0, k_end, tid);
+            if (!pre)
+                SB::template issue<REFORM>(bs + s * SB::FLOATS, g.b, g.ldb, n0, g.n, k0, k_end, tid);
         }
         v2async::commit();
     }
@@ -849,9 +869,12 @@ __global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
     if constexpr (V2_ASYNC && VEC)
         gemm_tile_async<BM, BN, threads_of<BM, BN, true>(), A_KC, B_KC, EPI>(
             g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false, smem);
-    else
+    else {
+        v2pdl::pdl_wait();
+        v2pdl::pdl_trigger();
         gemm_tile<BM, BN, A_KC, B_KC, EPI, VEC>(g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false,
                                                 smem);
+    }
 }
 
 /* ------------------------------------------------------------- backward -- */
@@ -897,6 +920,8 @@ __global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
 {
     constexpr int NT = threads_of<BM, BN, V2_ASYNC && VEC>(); /* db: columns per block */
     extern __shared__ __align__(16) float smem[];
+    v2pdl::pdl_wait(); /* every operand comes from earlier launches */
+    v2pdl::pdl_trigger();
     const int c0 = blockIdx.y * FOLD;
     const int c1 = min(G.nc, c0 + FOLD);
     const size_t off = (size_t)blockIdx.y * G.node_stride;
@@ -1016,6 +1041,8 @@ template <int V, int LEVELS, int BATCH>
 __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
 {
     using vec = typename std::conditional<V == 4, float4, float>::type;
+    v2pdl::pdl_wait(); /* the partials come from the previous launch */
+    v2pdl::pdl_trigger();
     const int64_t e = ((int64_t)blockIdx.x * NTHREADS + threadIdx.x) * V;
     if (e >= T.end[5])
         return;
@@ -1219,46 +1246,45 @@ inline int nodes_of(v2_dims_t d, int nc)
     return (nc + f - 1) / f;
 }
 
+/* One launch of a BM x BN tile kernel over the whole of g; pdl: as a
+ * programmatic dependent of the previous launch (trunk_v2_pdl.cuh). */
+template <int BM, int BN, bool A_KC, bool B_KC, int EPI, bool VEC>
+cudaError_t launch_tile(const Gemm &g, int k, cudaStream_t s, bool pdl)
+{
+    return v2pdl::launch(gemm_kernel<BM, BN, A_KC, B_KC, EPI, VEC>,
+                         dim3((g.n + BN - 1) / BN, (g.m + BM - 1) / BM),
+                         dim3(threads_of<BM, BN, V2_ASYNC && VEC>()),
+                         launch_smem<BM, BN, A_KC, B_KC, VEC>(k), s, pdl, g, k);
+}
+
 template <bool A_KC, bool B_KC, int EPI, bool VEC>
-cudaError_t gemm_launch(const Gemm &g, int k, cudaStream_t s)
+cudaError_t gemm_launch(const Gemm &g, int k, cudaStream_t s, bool pdl)
 {
     constexpr bool ROW16 = V2_ASYNC && VEC && A_KC;
     switch (pick_rows(g.m, g.n, ROW16)) {
     case 16:
         if constexpr (ROW16)
-            gemm_kernel<16, 32, A_KC, B_KC, EPI, VEC>
-                <<<dim3((g.n + 31) / 32, (g.m + 15) / 16), threads_of<16, 32, true>(),
-                   launch_smem<16, 32, A_KC, B_KC, VEC>(k), s>>>(g, k);
-        break;
+            return launch_tile<16, 32, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
+        return cudaErrorInvalidConfiguration; /* pick_rows gives 16 only with ROW16 */
     case 128:
-        gemm_kernel<128, V2_LARGE_BN, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + V2_LARGE_BN - 1) / V2_LARGE_BN, (g.m + 127) / 128),
-               threads_of<128, V2_LARGE_BN, V2_ASYNC && VEC>(),
-               launch_smem<128, V2_LARGE_BN, A_KC, B_KC, VEC>(k), s>>>(g, k);
-        break;
+        return launch_tile<128, V2_LARGE_BN, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
     case 64:
-        gemm_kernel<64, 64, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + 63) / 64, (g.m + 63) / 64), threads_of<64, 64, V2_ASYNC && VEC>(),
-               launch_smem<64, 64, A_KC, B_KC, VEC>(k), s>>>(g, k);
-        break;
+        return launch_tile<64, 64, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
     default:
-        gemm_kernel<32, 32, A_KC, B_KC, EPI, VEC>
-            <<<dim3((g.n + 31) / 32, (g.m + 31) / 32), threads_of<32, 32, V2_ASYNC && VEC>(),
-               launch_smem<32, 32, A_KC, B_KC, VEC>(k), s>>>(g, k);
-        break;
+        return launch_tile<32, 32, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
     }
-    return cudaGetLastError();
 }
 
+/* A launch of the forward or the hidden gradients; pdl as in launch_tile. */
 template <bool A_KC, bool B_KC, int EPI>
-cudaError_t gemm(const Gemm &g, int k, bool vec, cudaStream_t s)
+cudaError_t gemm(const Gemm &g, int k, bool vec, cudaStream_t s, bool pdl)
 {
-    return vec ? gemm_launch<A_KC, B_KC, EPI, true>(g, k, s)
-               : gemm_launch<A_KC, B_KC, EPI, false>(g, k, s);
+    return vec ? gemm_launch<A_KC, B_KC, EPI, true>(g, k, s, pdl)
+               : gemm_launch<A_KC, B_KC, EPI, false>(g, k, s, pdl);
 }
 
 template <int BM, int BN>
-cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_t s)
+cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_t s, bool pdl)
 {
     int t = 0;
     G.tile_start[0] = 0;
@@ -1278,25 +1304,24 @@ cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_
     const size_t smem = vec ? launch_smem<BM, BN, false, false, true>(k)
                             : launch_smem<BM, BN, false, false, false>(k);
     if (vec && fold > 1)
-        grad_chunk_kernel<BM, BN, true, GRAD_FOLD><<<grid, nt, smem, s>>>(G);
-    else if (vec)
-        grad_chunk_kernel<BM, BN, true, 1><<<grid, nt, smem, s>>>(G);
-    else if (fold > 1)
-        grad_chunk_kernel<BM, BN, false, GRAD_FOLD><<<grid, nt, smem, s>>>(G);
-    else
-        grad_chunk_kernel<BM, BN, false, 1><<<grid, nt, smem, s>>>(G);
-    return cudaGetLastError();
+        return v2pdl::launch(grad_chunk_kernel<BM, BN, true, GRAD_FOLD>, grid, dim3(nt), smem, s,
+                             pdl, G);
+    if (vec)
+        return v2pdl::launch(grad_chunk_kernel<BM, BN, true, 1>, grid, dim3(nt), smem, s, pdl, G);
+    if (fold > 1)
+        return v2pdl::launch(grad_chunk_kernel<BM, BN, false, GRAD_FOLD>, grid, dim3(nt), smem, s,
+                             pdl, G);
+    return v2pdl::launch(grad_chunk_kernel<BM, BN, false, 1>, grid, dim3(nt), smem, s, pdl, G);
 }
 
-/* One launch of the tree: V = 4 (16-byte groups) when v4, else V = 1. */
+/* One launch of the tree: V = 4 (16-byte groups) when v4, else V = 1;
+ * always a programmatic dependent of the launch that wrote its partials. */
 template <int LEVELS, int BATCH>
 cudaError_t launch_tree(const TreeArgs &T, dim3 grid, bool v4, cudaStream_t s)
 {
     if (v4)
-        tree_kernel<4, LEVELS, BATCH><<<grid, NTHREADS, 0, s>>>(T);
-    else
-        tree_kernel<1, LEVELS, BATCH><<<grid, NTHREADS, 0, s>>>(T);
-    return cudaGetLastError();
+        return v2pdl::launch(tree_kernel<4, LEVELS, BATCH>, grid, dim3(NTHREADS), 0, s, true, T);
+    return v2pdl::launch(tree_kernel<1, LEVELS, BATCH>, grid, dim3(NTHREADS), 0, s, true, T);
 }
 
 /* 16-byte loads need every row stride a multiple of 4 floats and every base
@@ -1421,14 +1446,17 @@ extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float
                      aligned16(h1) && aligned16(h2);
     if (batch <= V2_ROWS_MAX_BATCH && v2_rows_forward_ok(d, p, x, h1, h2, out))
         return v2_rows_forward(d, p, x, batch, h1, h2, out, stream);
-    Gemm g1 = {x, p->w1, h1, p->b1, nullptr, d.enc, d.h1, d.h1, batch, d.h1};
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream)) != cudaSuccess)
+    /* Layers 2 and 3 start during the layer before them and copy their
+     * weights before waiting for it (trunk_v2_pdl.cuh); layer 1 is an
+     * ordinary launch, after whatever the caller queued. */
+    Gemm g1 = {x, p->w1, h1, p->b1, nullptr, d.enc, d.h1, d.h1, batch, d.h1, 0};
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream, false)) != cudaSuccess)
         return e;
-    Gemm g2 = {h1, p->w2, h2, p->b2, nullptr, d.h1, d.h2, d.h2, batch, d.h2};
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, vec, stream)) != cudaSuccess)
+    Gemm g2 = {h1, p->w2, h2, p->b2, nullptr, d.h1, d.h2, d.h2, batch, d.h2, 1};
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, vec, stream, true)) != cudaSuccess)
         return e;
-    Gemm g3 = {h2, p->w3, out, p->b3, nullptr, d.h2, d.aux, d.aux, batch, d.aux};
-    return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream);
+    Gemm g3 = {h2, p->w3, out, p->b3, nullptr, d.h2, d.aux, d.aux, batch, d.aux, 1};
+    return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream, true);
 }
 
 extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x,
@@ -1456,18 +1484,19 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     } else if (V2_DH_TRANSPOSE && vec && batch >= V2_DH_TRANSPOSE_MIN_BATCH) {
         if ((e = v2_transpose_hidden_weights(d, p, w2t, w3t, stream)) != cudaSuccess)
             return e;
-        Gemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2};
-        if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream)) != cudaSuccess)
+        /* W3ᵀ comes from the transpose just before: no early copy of it. */
+        Gemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2, 0};
+        if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)) != cudaSuccess)
             return e;
-        Gemm g1 = {dh2, w2t, dh1, nullptr, h1, d.h2, d.h1, d.h1, batch, d.h1};
-        if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream)) != cudaSuccess)
+        Gemm g1 = {dh2, w2t, dh1, nullptr, h1, d.h2, d.h1, d.h1, batch, d.h1, 1};
+        if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
             return e;
     } else {
-        Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2};
-        if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream)) != cudaSuccess)
+        Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2, 0};
+        if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false)) != cudaSuccess)
             return e;
-        Gemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1};
-        if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream)) != cudaSuccess)
+        Gemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1, 1};
+        if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
             return e;
     }
 
@@ -1497,13 +1526,13 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
 
     switch (pick_grads(d, nodes)) {
     case 128:
-        e = launch_grads<128, V2_LARGE_BN>(G, nodes, fold, vec, stream);
+        e = launch_grads<128, V2_LARGE_BN>(G, nodes, fold, vec, stream, true);
         break;
     case 64:
-        e = launch_grads<64, 64>(G, nodes, fold, vec, stream);
+        e = launch_grads<64, 64>(G, nodes, fold, vec, stream, true);
         break;
     default:
-        e = launch_grads<32, 32>(G, nodes, fold, vec, stream);
+        e = launch_grads<32, 32>(G, nodes, fold, vec, stream, true);
         break;
     }
     if (e != cudaSuccess || direct)

@@ -16,6 +16,11 @@
  * For batches up to V2_ROWS_MAX_BATCH (128) the row-local stages run on the
  * cluster path of trunk_v2_rows.h instead: forward in one launch, dh2_pre and
  * dh1_pre in one launch.
+ * Within a call, every launch after the first is a programmatic dependent
+ * launch (trunk_v2_pdl.cuh): it becomes resident while its predecessor runs,
+ * copies its weights, then waits for the predecessor to complete. The first
+ * launch of each call is ordinary, so work the caller queued before the call
+ * has completed before any of it runs. Stream capture keeps these edges.
  */
 #ifndef AUXTRUNK_TRUNK_V2_H
 #define AUXTRUNK_TRUNK_V2_H
