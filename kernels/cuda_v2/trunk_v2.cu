@@ -1209,7 +1209,7 @@ inline int pick(int m, int n, int mult)
  * tiles (1 x 2 per thread) fit one wave at one block per SM, they put twice
  * as many multiprocessors to work as 32 x 32 tiles; at B = 256 a 256-wide
  * layer is 64 blocks of 32 x 32 (64 of 132 SMs) or 128 of 16 x 32 (H200
- * probe, graph step: B = 129 / 192 / 256 -3.3 / -2.7 / -2.9 us; at 384,
+ * probe, eager step: B = 129 / 192 / 256 -3.5 / -2.7 / -2.9 us; at 384,
  * where 192 blocks of 16 x 32 would stack two on some SMs, +6.8 us, hence
  * the one-wave bound). Only for the async tile with A k-contiguous
  * (`row16`: VEC and A_KC), whose fragment loads have a 1-wide form. */
