@@ -725,7 +725,8 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
             const int k0 = k_begin + s * ABK;
             SA::template issue<REFORM>(as + s * SA::FLOATS, g.a, g.lda, m0, g.m, k0, k_end, tid);
             if (!pre)
-                SB::template issue<REFORM>(bs + s * SB::FLOATS, g.b, g.ldb, n0, g.n, k0, k_end, tid);
+                SB::template issue<REFORM>(bs + s * SB::FLOATS, g.b, g.ldb, n0, g.n, k0, k_end,
+                                           tid);
         }
         v2async::commit();
     }
@@ -1303,15 +1304,11 @@ cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_
     const dim3 grid(t, rows);
     const size_t smem = vec ? launch_smem<BM, BN, false, false, true>(k)
                             : launch_smem<BM, BN, false, false, false>(k);
-    if (vec && fold > 1)
-        return v2pdl::launch(grad_chunk_kernel<BM, BN, true, GRAD_FOLD>, grid, dim3(nt), smem, s,
-                             pdl, G);
-    if (vec)
-        return v2pdl::launch(grad_chunk_kernel<BM, BN, true, 1>, grid, dim3(nt), smem, s, pdl, G);
-    if (fold > 1)
-        return v2pdl::launch(grad_chunk_kernel<BM, BN, false, GRAD_FOLD>, grid, dim3(nt), smem, s,
-                             pdl, G);
-    return v2pdl::launch(grad_chunk_kernel<BM, BN, false, 1>, grid, dim3(nt), smem, s, pdl, G);
+    void (*kern)(GradGroup) = vec ? (fold > 1 ? grad_chunk_kernel<BM, BN, true, GRAD_FOLD>
+                                              : grad_chunk_kernel<BM, BN, true, 1>)
+                                  : (fold > 1 ? grad_chunk_kernel<BM, BN, false, GRAD_FOLD>
+                                              : grad_chunk_kernel<BM, BN, false, 1>);
+    return v2pdl::launch(kern, grid, dim3(nt), smem, s, pdl, G);
 }
 
 /* One launch of the tree: V = 4 (16-byte groups) when v4, else V = 1;
@@ -1319,9 +1316,8 @@ cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_
 template <int LEVELS, int BATCH>
 cudaError_t launch_tree(const TreeArgs &T, dim3 grid, bool v4, cudaStream_t s)
 {
-    if (v4)
-        return v2pdl::launch(tree_kernel<4, LEVELS, BATCH>, grid, dim3(NTHREADS), 0, s, true, T);
-    return v2pdl::launch(tree_kernel<1, LEVELS, BATCH>, grid, dim3(NTHREADS), 0, s, true, T);
+    void (*k)(TreeArgs) = v4 ? tree_kernel<4, LEVELS, BATCH> : tree_kernel<1, LEVELS, BATCH>;
+    return v2pdl::launch(k, grid, dim3(NTHREADS), 0, s, true, T);
 }
 
 /* 16-byte loads need every row stride a multiple of 4 floats and every base
@@ -1346,37 +1342,32 @@ cudaError_t touch(F *f, size_t smem = 0)
     return e;
 }
 
+/* The forward and hidden-gradient kernels of one tile size. */
 template <int BM, int BN, bool VEC>
-cudaError_t touch_config()
+cudaError_t touch_gemms()
 {
     constexpr size_t fwd = max_smem<BM, BN, true, false, VEC>();
     constexpr size_t dh = max_smem<BM, BN, true, true, VEC>();
-    constexpr size_t dw = max_smem<BM, BN, false, false, VEC>();
-    static_assert(fwd <= 227 * 1024 && dh <= 227 * 1024 && dw <= 227 * 1024,
-                  "dynamic shared memory of one block");
+    static_assert(fwd <= 227 * 1024 && dh <= 227 * 1024, "dynamic shared memory of one block");
     cudaError_t e;
     if ((e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS_ELU, VEC>, fwd)) != cudaSuccess ||
         (e = touch(gemm_kernel<BM, BN, true, false, EPI_ELU_GRAD, VEC>, fwd)) != cudaSuccess ||
         (e = touch(gemm_kernel<BM, BN, true, false, EPI_BIAS, VEC>, fwd)) != cudaSuccess ||
-        (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>, dh)) != cudaSuccess ||
-        (e = touch(grad_chunk_kernel<BM, BN, VEC, 1>, dw)) != cudaSuccess ||
-        (e = touch(grad_chunk_kernel<BM, BN, VEC, GRAD_FOLD>, dw)) != cudaSuccess)
+        (e = touch(gemm_kernel<BM, BN, true, true, EPI_ELU_GRAD, VEC>, dh)) != cudaSuccess)
         return e;
     return cudaSuccess;
 }
 
-/* The 16 x 32 tiles: forward and hidden-gradient kernels only (pick_rows). */
-cudaError_t touch_rows16()
+/* Every kernel of one tile size: the GEMMs and the weight-gradient launch. */
+template <int BM, int BN, bool VEC>
+cudaError_t touch_config()
 {
-    if (!V2_ROW16 || !V2_ASYNC)
-        return cudaSuccess;
-    constexpr size_t fwd = max_smem<16, 32, true, false, true>();
-    constexpr size_t dh = max_smem<16, 32, true, true, true>();
+    constexpr size_t dw = max_smem<BM, BN, false, false, VEC>();
+    static_assert(dw <= 227 * 1024, "dynamic shared memory of one block");
     cudaError_t e;
-    if ((e = touch(gemm_kernel<16, 32, true, false, EPI_BIAS_ELU, true>, fwd)) != cudaSuccess ||
-        (e = touch(gemm_kernel<16, 32, true, false, EPI_ELU_GRAD, true>, fwd)) != cudaSuccess ||
-        (e = touch(gemm_kernel<16, 32, true, false, EPI_BIAS, true>, fwd)) != cudaSuccess ||
-        (e = touch(gemm_kernel<16, 32, true, true, EPI_ELU_GRAD, true>, dh)) != cudaSuccess)
+    if ((e = touch_gemms<BM, BN, VEC>()) != cudaSuccess ||
+        (e = touch(grad_chunk_kernel<BM, BN, VEC, 1>, dw)) != cudaSuccess ||
+        (e = touch(grad_chunk_kernel<BM, BN, VEC, GRAD_FOLD>, dw)) != cudaSuccess)
         return e;
     return cudaSuccess;
 }
@@ -1392,7 +1383,8 @@ extern "C" cudaError_t v2_prepare(void)
         (e = touch_config<64, 64, false>()) != cudaSuccess ||
         (e = touch_config<32, 32, true>()) != cudaSuccess ||
         (e = touch_config<32, 32, false>()) != cudaSuccess ||
-        (e = touch_rows16()) != cudaSuccess ||
+        (e = (V2_ROW16 && V2_ASYNC ? touch_gemms<16, 32, true>() : cudaSuccess)) !=
+            cudaSuccess ||
         (e = touch(tree_kernel<1, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
         (e = touch(tree_kernel<4, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
         (e = touch(tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH>)) != cudaSuccess ||
