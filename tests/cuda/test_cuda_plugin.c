@@ -34,6 +34,7 @@
 
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"
+#include "bits.h"
 #include "canon32.h"
 #include "ref64.h"
 #include "rng.h"
@@ -199,12 +200,7 @@ static void dbuf_free(dbuf_t *b)
     b->base = NULL;
 }
 
-static int is_poison(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u == POISON_BITS;
-}
+static int is_poison(float f) { return tst_f32_bits(f) == POISON_BITS; }
 
 /* Host copy of the n floats (caller frees); fails if a guard float changed. */
 static float *dbuf_fetch(const dbuf_t *b, const char *what)
@@ -225,13 +221,6 @@ static float *dbuf_fetch(const dbuf_t *b, const char *what)
 /* ------------------------------------------------------------------------- */
 /* Comparisons                                                               */
 
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 static void expect_written(const char *what, const float *got, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -242,9 +231,9 @@ static void expect_bits(const char *what, const char *ref, const float *got, con
                         size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(bits_of(got[i]) == bits_of(want[i]),
+        ck_assert_msg(tst_f32_bits(got[i]) == tst_f32_bits(want[i]),
                       "%s[%zu] differs from %s: got %.9g (0x%08x), want %.9g (0x%08x) [seed %llu]",
-                      what, i, ref, got[i], bits_of(got[i]), want[i], bits_of(want[i]),
+                      what, i, ref, got[i], tst_f32_bits(got[i]), want[i], tst_f32_bits(want[i]),
                       (unsigned long long)g_seed);
 }
 
@@ -256,7 +245,6 @@ static double expect_close_tol(const char *what, const float *got, const double 
                   what, err, tol, (unsigned long long)g_seed);
     return err;
 }
-
 
 /* ------------------------------------------------------------------------- */
 /* One problem: host inputs, device copies, results                          */
@@ -825,7 +813,7 @@ static size_t count_differences(const float *a, const float *b, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        k += bits_of(a[i]) != bits_of(b[i]);
+        k += tst_f32_bits(a[i]) != tst_f32_bits(b[i]);
     return k;
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "auxtrunk_canon.h"
+#include "bits.h"
 
 /* The three cases of the header comment, as branches. */
 static float spec_expm1(float x)
@@ -38,33 +39,19 @@ static float spec_expm1(float x)
     return fmaf(s, e, s - 1.0f);
 }
 
-static float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint32_t to_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* Compares bit patterns lo, lo + stride, ... <= hi; returns the count. */
 static uint64_t compare_range(uint32_t lo, uint32_t hi, uint32_t stride)
 {
     uint64_t n = 0;
     for (uint64_t u = lo; u <= hi; u += stride, n++) {
-        const float x = from_bits((uint32_t)u);
-        const uint32_t got = to_bits(auxtrunk_canon_expm1(x));
-        const uint32_t want = to_bits(spec_expm1(x));
+        const float x = tst_bits_f32((uint32_t)u);
+        const uint32_t got = tst_f32_bits(auxtrunk_canon_expm1(x));
+        const uint32_t want = tst_f32_bits(spec_expm1(x));
         if (got != want)
             ck_abort_msg("expm1(%a) = %a (bits %08x), the three-case definition gives %a "
                          "(bits %08x)",
-                         (double)x, (double)from_bits(got), (unsigned)got,
-                         (double)from_bits(want), (unsigned)want);
+                         (double)x, (double)tst_bits_f32(got), (unsigned)got,
+                         (double)tst_bits_f32(want), (unsigned)want);
     }
     return n;
 }
@@ -72,9 +59,9 @@ static uint64_t compare_range(uint32_t lo, uint32_t hi, uint32_t stride)
 START_TEST(stride_through_the_domain)
 {
     /* -0 (0x80000000) down to -20 (0xc1a00000), every 5th pattern. */
-    const uint64_t n = compare_range(0x80000000u, to_bits(-20.0f), 5);
+    const uint64_t n = compare_range(0x80000000u, tst_f32_bits(-20.0f), 5);
     /* Below -20 down to -inf: the clamp and the select, every 4099th. */
-    const uint64_t m = compare_range(to_bits(-20.0f), 0xff800000u, 4099);
+    const uint64_t m = compare_range(tst_f32_bits(-20.0f), 0xff800000u, 4099);
     printf("  expm1: %llu patterns in [-20, 0] and %llu below, equal to the definition\n",
            (unsigned long long)n, (unsigned long long)m);
 }
@@ -84,7 +71,7 @@ START_TEST(every_pattern_near_the_case_boundaries)
 {
     static const float edges[] = {-0.34657359f, -20.0f, -0.0f};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
-        const uint32_t b = to_bits(edges[i]);
+        const uint32_t b = tst_f32_bits(edges[i]);
         const uint32_t lo = b - 4096 > 0x80000000u ? b - 4096 : 0x80000000u;
         compare_range(lo, b + 4096, 1);
     }

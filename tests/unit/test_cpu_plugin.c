@@ -34,6 +34,7 @@
 #endif
 
 #include "auxtrunk.h"
+#include "bits.h"
 #include "canon32.h"
 #include "ref64.h"
 #include "rng.h"
@@ -86,20 +87,6 @@ static const auxtrunk_api_t *api(void)
 #define GUARD_BITS UINT32_C(0x7FBADBAD)
 #define GUARD 16 /* floats of guard zone on each side of a buffer */
 
-static float bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint32_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* n floats with GUARD floats of GUARD_BITS on each side; returns the body. */
 typedef struct gbuf {
     float *base;
@@ -114,22 +101,22 @@ static float *gb_alloc(gbuf_t *g, size_t n)
     ck_assert(g->base != NULL);
     g->p = g->base + GUARD;
     for (size_t i = 0; i < n + 2 * GUARD; i++)
-        g->base[i] = bits_float(GUARD_BITS);
+        g->base[i] = tst_bits_f32(GUARD_BITS);
     return g->p;
 }
 
 static void gb_poison(gbuf_t *g)
 {
     for (size_t i = 0; i < g->n; i++)
-        g->p[i] = bits_float(POISON_BITS);
+        g->p[i] = tst_bits_f32(POISON_BITS);
 }
 
 static void gb_check_guards(const gbuf_t *g, const char *what)
 {
     for (size_t i = 0; i < GUARD; i++) {
-        ck_assert_msg(float_bits(g->base[i]) == GUARD_BITS, "%s: guard before [%zu] written", what,
-                      i);
-        ck_assert_msg(float_bits(g->p[g->n + i]) == GUARD_BITS, "%s: guard after [%zu] written",
+        ck_assert_msg(tst_f32_bits(g->base[i]) == GUARD_BITS, "%s: guard before [%zu] written",
+                      what, i);
+        ck_assert_msg(tst_f32_bits(g->p[g->n + i]) == GUARD_BITS, "%s: guard after [%zu] written",
                       what, i);
     }
 }
@@ -138,7 +125,7 @@ static void gb_check_guards(const gbuf_t *g, const char *what)
 static void gb_check_written(const gbuf_t *g, const char *what)
 {
     for (size_t i = 0; i < g->n; i++)
-        ck_assert_msg(float_bits(g->p[i]) != POISON_BITS, "%s[%zu] not written", what, i);
+        ck_assert_msg(tst_f32_bits(g->p[i]) != POISON_BITS, "%s[%zu] not written", what, i);
     gb_check_guards(g, what);
 }
 
@@ -147,9 +134,9 @@ static void gb_free(gbuf_t *g) { free(g->base); }
 static void expect_same_bits(const float *got, const float *want, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(float_bits(got[i]) == float_bits(want[i]),
+        ck_assert_msg(tst_f32_bits(got[i]) == tst_f32_bits(want[i]),
                       "%s[%zu]: got %.9g (0x%08x), want %.9g (0x%08x)", what, i, got[i],
-                      float_bits(got[i]), want[i], float_bits(want[i]));
+                      tst_f32_bits(got[i]), want[i], tst_f32_bits(want[i]));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1109,7 +1096,7 @@ START_TEST(test_fp_environment)
     ck_assert_int_eq(st3, AUXTRUNK_OK);
     expect_same_bits(out, want, n_out, "forward under a foreign fp environment");
     grads_expect_same(&g, &gwant, "backward under a foreign fp environment");
-    ck_assert_msg(float_bits(tiny_out) == float_bits(tiny), "denormal flushed: %g", tiny_out);
+    ck_assert_msg(tst_f32_bits(tiny_out) == tst_f32_bits(tiny), "denormal flushed: %g", tiny_out);
 
     ck_assert_int_eq(a->destroy(hu), AUXTRUNK_OK);
     ck_assert_int_eq(a->destroy(h), AUXTRUNK_OK);
@@ -1464,7 +1451,7 @@ START_TEST(test_backward_without_forward)
     ck_assert_str_ne(a->last_error(h), "");
     for (int i = 0; i < 6; i++)
         for (size_t j = 0; j < g.buf[i].n; j++)
-            ck_assert(float_bits(g.buf[i].p[j]) == POISON_BITS);
+            ck_assert(tst_f32_bits(g.buf[i].p[j]) == POISON_BITS);
     /* A failed forward records nothing either. */
     float out[20];
     ck_assert_int_eq(a->forward(h, &c.m.p, c.x, 0, out, 0, NULL), AUXTRUNK_E_BATCH);
