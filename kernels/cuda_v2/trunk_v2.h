@@ -13,7 +13,7 @@
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
  *   backward: W2ᵀ/W3ᵀ copy (B >= 16,384), dh2_pre, dh1_pre, grouped dW/db
  *             chunk partials, tree (if B > 256; two launches above 16 nodes)
- * For batches up to V2_ROWS_MAX_BATCH (128) the row-local stages run on the
+ * For batches up to 128 (ROWS_MAX_BATCH in trunk_v2.cu) the row-local stages run on the
  * cluster path of trunk_v2_rows.h instead: forward in one launch, dh2_pre and
  * dh1_pre in one launch.
  * Within a call, every launch after the first is a programmatic dependent
@@ -132,9 +132,7 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
 #define V2_FAST_TOL 1e-2
 
 /* Smallest batch the fast kernels take (see Domain above). */
-#ifndef V2_FAST_MIN_BATCH
 #define V2_FAST_MIN_BATCH 2048
-#endif
 
 /* 1 if the fast kernels take this topology (every width a multiple of 4). */
 int v2_fast_supported(v2_dims_t d);
