@@ -46,6 +46,7 @@
 
 #include "auxtrunk_canon.h"
 #include "trunk_v2_async.cuh"
+#include "trunk_v2_gemm.cuh"
 #include "trunk_v2_pdl.cuh"
 #include "trunk_v2_rows.h"
 
@@ -81,8 +82,9 @@ enum Epilogue {
 
 /* One GEMM problem: C[m,n] = epilogue(chain over k of A[m,k] * B[k,n]).
  * A is stored k-contiguous (a[m*lda + k]) when A_KC, else m-contiguous
- * (a[k*lda + m]); likewise B is b[n*ldb + k] when B_KC, else b[k*ldb + n]. */
-struct Gemm {
+ * (a[k*lda + m]); likewise B is b[n*ldb + k] when B_KC, else b[k*ldb + n].
+ * Built by name (trunk_v2_gemm.cuh), never by position. */
+struct Gemm : v2gemm::Named<Gemm> {
     const float *a;
     const float *b;
     float *c;
@@ -91,6 +93,14 @@ struct Gemm {
     int lda, ldb, ldc;
     int m, n;
     int b_pre; /* async tile: B may be copied before pdl_wait (no launch in flight writes it) */
+
+    /* B is the layer's weights, which no launch of the call writes. */
+    Gemm with_b_early() const
+    {
+        Gemm g = *this;
+        g.b_pre = 1;
+        return g;
+    }
 };
 
 /* Which of a tile's BD rows/columns a thread's fragment element i covers.
@@ -1362,9 +1372,8 @@ extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
         const int n = nodes_of(d, c);
         nodes = n > nodes ? n : nodes;
     }
-    size_t partials = (size_t)nodes * v2_grad_layout(d).off[6];
-    size_t transposed = (size_t)d.h1 * d.h2 + (size_t)d.h2 * d.aux;
-    return partials + transposed + (size_t)max_batch * (d.h1 + d.h2);
+    return v2_workspace_carve(d, max_batch, NULL).floats +
+           (size_t)nodes * v2_grad_layout(d).off[6];
 }
 
 extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
@@ -1381,13 +1390,27 @@ extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float
     /* Layers 2 and 3 start during the layer before them and copy their
      * weights before waiting for it (trunk_v2_pdl.cuh); layer 1 is an
      * ordinary launch, after whatever the caller queued. */
-    Gemm g1 = {x, p->w1, h1, p->b1, nullptr, d.enc, d.h1, d.h1, batch, d.h1, 0};
+    const Gemm g1 = Gemm::shape(batch, d.h1)
+                        .with_a(x, d.enc)
+                        .with_b(p->w1, d.h1)
+                        .with_c(h1, d.h1)
+                        .with_bias(p->b1);
     if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream, false)) != cudaSuccess)
         return e;
-    Gemm g2 = {h1, p->w2, h2, p->b2, nullptr, d.h1, d.h2, d.h2, batch, d.h2, 1};
+    const Gemm g2 = Gemm::shape(batch, d.h2)
+                        .with_a(h1, d.h1)
+                        .with_b(p->w2, d.h2)
+                        .with_c(h2, d.h2)
+                        .with_bias(p->b2)
+                        .with_b_early();
     if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, vec, stream, true)) != cudaSuccess)
         return e;
-    Gemm g3 = {h2, p->w3, out, p->b3, nullptr, d.h2, d.aux, d.aux, batch, d.aux, 1};
+    const Gemm g3 = Gemm::shape(batch, d.aux)
+                        .with_a(h2, d.h2)
+                        .with_b(p->w3, d.aux)
+                        .with_c(out, d.aux)
+                        .with_bias(p->b3)
+                        .with_b_early();
     return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream, true);
 }
 
@@ -1399,11 +1422,8 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
         return cudaErrorInvalidValue;
     cudaError_t e;
-    float *dh2 = workspace;
-    float *dh1 = dh2 + (size_t)batch * d.h2;
-    float *w2t = dh1 + (size_t)batch * d.h1;         /* [H2, H1] */
-    float *w3t = w2t + (size_t)d.h1 * d.h2;           /* [AUX, H2] */
-    float *partials = w3t + (size_t)d.h2 * d.aux;
+    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    float *const dh2 = W.dh2, *const dh1 = W.dh1, *const partials = W.partials;
     const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
                      aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
                      aligned16(p->w2) && aligned16(p->w3) && aligned16(dh2) && aligned16(dh1);
@@ -1414,20 +1434,39 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
         if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
             return e;
     } else if (vec && batch >= DH_TRANSPOSE_MIN_BATCH) {
-        if ((e = v2_transpose_hidden_weights(d, p, w2t, w3t, stream)) != cudaSuccess)
+        if ((e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
             return e;
         /* W3ᵀ comes from the transpose just before: no early copy of it. */
-        Gemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2, 0};
+        const Gemm g2 = Gemm::shape(batch, d.h2)
+                            .with_a(dout, d.aux)
+                            .with_b(W.w3t, d.h2)
+                            .with_c(dh2, d.h2)
+                            .with_y(h2);
         if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)) != cudaSuccess)
             return e;
-        Gemm g1 = {dh2, w2t, dh1, nullptr, h1, d.h2, d.h1, d.h1, batch, d.h1, 1};
+        const Gemm g1 = Gemm::shape(batch, d.h1)
+                            .with_a(dh2, d.h2)
+                            .with_b(W.w2t, d.h1)
+                            .with_c(dh1, d.h1)
+                            .with_y(h1)
+                            .with_b_early();
         if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
             return e;
     } else {
-        Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2, 0};
+        /* W3 [H2, AUX] and W2 [H1, H2] read in place: B k-contiguous. */
+        const Gemm g2 = Gemm::shape(batch, d.h2)
+                            .with_a(dout, d.aux)
+                            .with_b(p->w3, d.aux)
+                            .with_c(dh2, d.h2)
+                            .with_y(h2);
         if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false)) != cudaSuccess)
             return e;
-        Gemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1, 1};
+        const Gemm g1 = Gemm::shape(batch, d.h1)
+                            .with_a(dh2, d.h2)
+                            .with_b(p->w2, d.h2)
+                            .with_c(dh1, d.h1)
+                            .with_y(h1)
+                            .with_b_early();
         if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
             return e;
     }
@@ -1440,12 +1479,18 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     const bool direct = nc == 1;
     GradGroup G = {};
     /* dW = aᵀ · g over the chunk: A(m = feature, k = sample) is m-contiguous. */
-    G.dw[0] = {x, dh1, direct ? gr->dw1 : partials + L.off[0], nullptr, nullptr, d.enc, d.h1, d.h1,
-               d.enc, d.h1};
-    G.dw[1] = {h1, dh2, direct ? gr->dw2 : partials + L.off[2], nullptr, nullptr, d.h1, d.h2, d.h2,
-               d.h1, d.h2};
-    G.dw[2] = {h2, dout, direct ? gr->dw3 : partials + L.off[4], nullptr, nullptr, d.h2, d.aux,
-               d.aux, d.h2, d.aux};
+    G.dw[0] = Gemm::shape(d.enc, d.h1)
+                  .with_a(x, d.enc)
+                  .with_b(dh1, d.h1)
+                  .with_c(direct ? gr->dw1 : partials + L.off[0], d.h1);
+    G.dw[1] = Gemm::shape(d.h1, d.h2)
+                  .with_a(h1, d.h1)
+                  .with_b(dh2, d.h2)
+                  .with_c(direct ? gr->dw2 : partials + L.off[2], d.h2);
+    G.dw[2] = Gemm::shape(d.h2, d.aux)
+                  .with_a(h2, d.h2)
+                  .with_b(dout, d.aux)
+                  .with_c(direct ? gr->dw3 : partials + L.off[4], d.aux);
     G.g[0] = dh1, G.g[1] = dh2, G.g[2] = dout;
     G.db[0] = direct ? gr->db1 : partials + L.off[1];
     G.db[1] = direct ? gr->db2 : partials + L.off[3];

@@ -61,6 +61,31 @@ static inline v2_grad_layout_t v2_grad_layout(v2_dims_t d)
     return L;
 }
 
+/* The backward workspace of a batch, carved once for the exact and the fast
+ * backward: dh2_pre [B, H2], dh1_pre [B, H1], W2ᵀ [H2, H1], W3ᵀ [AUX, H2],
+ * then the chunk partials (as many as the backward needs, up to the end of
+ * the workspace). floats: what comes before the partials. ws may be NULL
+ * (sizes only). */
+typedef struct v2_workspace {
+    float *dh2, *dh1, *w2t, *w3t, *partials;
+    size_t floats;
+} v2_workspace_t;
+
+static inline v2_workspace_t v2_workspace_carve(v2_dims_t d, int batch, float *ws)
+{
+    const size_t n_dh2 = (size_t)batch * d.h2, n_dh1 = (size_t)batch * d.h1;
+    const size_t n_w2t = (size_t)d.h1 * d.h2, n_w3t = (size_t)d.h2 * d.aux;
+    v2_workspace_t W = {NULL, NULL, NULL, NULL, NULL, n_dh2 + n_dh1 + n_w2t + n_w3t};
+    if (ws) {
+        W.dh2 = ws;
+        W.dh1 = W.dh2 + n_dh2;
+        W.w2t = W.dh1 + n_dh1;
+        W.w3t = W.w2t + n_w2t;
+        W.partials = W.w3t + n_w3t;
+    }
+    return W;
+}
+
 /* Floats of workspace backward needs for batches up to max_batch: dh2_pre
  * and dh1_pre [max_batch, H2+H1], W2 and W3 transposed (H1*H2 + H2*AUX), and
  * the tree nodes of the batch sums when max_batch > 256: one partial of every
