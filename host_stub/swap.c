@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "layout.h"
+#include "options.h"
 #include "sha256.h"
 
 #define SHA_HEX ATH_SHA256_HEX
@@ -138,13 +139,15 @@ static const char *version_of(const ath_trunk_t *t, char *buf, size_t n)
 
 int ath_swap_parse_at(const char *text, ath_swap_at_t *at, ath_err_t *err)
 {
-    char *end;
-    errno = 0;
-    unsigned long long step = strtoull(text, &end, 10);
-    if (errno || end == text || *end != ':' || !end[1] || text[0] == '-')
+    const char *colon = strchr(text, ':');
+    char step[32];
+    if (!colon || !colon[1] || colon == text || (size_t)(colon - text) >= sizeof step)
         return ath_errf(err, "--swap-at wants STEP:PATH, got '%s'", text);
-    at->step = (uint64_t)step;
-    at->path = end + 1;
+    memcpy(step, text, (size_t)(colon - text));
+    step[colon - text] = '\0';
+    if (ath_parse_u64(step, 0, UINT64_MAX, "--swap-at STEP", &at->step, err) != 0)
+        return ath_errf(err, "--swap-at wants STEP:PATH with a decimal STEP, got '%s'", text);
+    at->path = colon + 1;
     return 0;
 }
 
