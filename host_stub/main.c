@@ -17,6 +17,7 @@
 #include "swap.h"
 #include "train.h"
 #include "util.h"
+#include "vet.h"
 
 #ifndef AUXTRUNK_HOST_VERSION
 #define AUXTRUNK_HOST_VERSION "1.0.0"
@@ -389,8 +390,8 @@ int main(int argc, char **argv)
         );
         return ATH_EXIT_OK;
     }
-    if (argc >= 2 && strcmp(argv[1], ATH_SWAP_VET_COMMAND) == 0) /* internal: swap.h */
-        return ath_swap_vet_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], ATH_VET_COMMAND) == 0) /* internal: vet.h */
+        return ath_vet_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return cmd_bench(argc, argv, 2);
     if (argc >= 2 && strcmp(argv[1], "train") == 0)

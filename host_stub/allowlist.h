@@ -1,0 +1,41 @@
+/*
+ * allowlist.h — the SHA-256 allow-list of plugins (--plugin-sha256 FILE):
+ * the digests a run may load, in sha256sum format. This list, not the
+ * vetting child, is the security boundary against a malicious plugin.
+ *
+ * Format: one digest per line, 64 hex digits (upper case accepted), then
+ * the end of the line or a blank and anything (sha256sum prints the file
+ * name there); lines that are blank or start with '#' (after blanks) are
+ * skipped. Any other line makes the whole list invalid, as does a list
+ * without a digest.
+ */
+#ifndef ATH_ALLOWLIST_H
+#define ATH_ALLOWLIST_H
+
+#include <stddef.h>
+
+#include "sha256.h"
+#include "util.h"
+
+#define ATH_ALLOW_MAX_BYTES (1u << 20) /* a larger file is refused unread */
+
+typedef struct ath_allow {
+    char (*sha)[ATH_SHA256_HEX]; /* lower-case hex */
+    int n;
+} ath_allow_t;
+
+/* Parses len bytes of text (name: for messages, "FILE" or "FILE:LINE").
+ * Returns 0 with at least one digest in *a, or -1 with the message and *a
+ * empty. A NUL byte in text is an invalid line. */
+int ath_allow_parse(ath_allow_t *a, const char *text, size_t len, const char *name,
+                    ath_err_t *err);
+
+/* Reads and parses the file at path. */
+int ath_allow_read(ath_allow_t *a, const char *path, ath_err_t *err);
+
+/* Is sha (lower-case hex) listed? */
+int ath_allow_has(const ath_allow_t *a, const char *sha);
+
+void ath_allow_free(ath_allow_t *a);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * plugin_copy.c — the private directory and the checked, hashed copy of a
+ * plugin file (plugin_copy.h).
+ */
+#define _GNU_SOURCE /* O_CLOEXEC, mkdtemp */
+#include "plugin_copy.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trust.h"
+
+int ath_privdir_create(ath_privdir_t *d, ath_err_t *err)
+{
+    const char *base = getenv("TMPDIR");
+    d->counter = 0;
+    snprintf(d->path, sizeof d->path, "%s/auxtrunk-swap-XXXXXX", base && base[0] ? base : "/tmp");
+    if (!mkdtemp(d->path)) {
+        int e = errno;
+        d->path[0] = '\0';
+        return ath_errf(err, "cannot create a private directory for plugin copies: %s",
+                        strerror(e));
+    }
+    return 0;
+}
+
+void ath_privdir_remove(ath_privdir_t *d)
+{
+    if (!d->path[0])
+        return;
+    DIR *dir = opendir(d->path);
+    if (dir) {
+        char file[ATH_PATH_MAX + 256];
+        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(file, sizeof file, "%s/%s", d->path, e->d_name);
+            unlink(file);
+        }
+        closedir(dir);
+    }
+    rmdir(d->path);
+    d->path[0] = '\0';
+}
+
+int ath_privdir_name(ath_privdir_t *d, const char *suffix, char *name, size_t n)
+{
+    int len = snprintf(name, n, "%s/%u-%s", d->path, ++d->counter, suffix);
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+int ath_plugin_copy(ath_privdir_t *d, const char *src, char *dst, size_t n,
+                    char sha[ATH_SHA256_HEX], const char **reason, ath_err_t *err)
+{
+    char real[PATH_MAX];
+    int missing;
+    *reason = ATH_COPY_R_PERMISSIONS;
+    if (ath_trust_dirs_of(src, "plugin", real, sizeof real, &missing, err) != 0) {
+        if (missing)
+            *reason = ATH_COPY_R_NO_FILE;
+        return -1;
+    }
+    int in = open(real, O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        *reason = ATH_COPY_R_NO_FILE;
+        return ath_errf(err, "cannot open %s: %s", src, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(in);
+        *reason = ATH_COPY_R_NO_FILE;
+        return ath_errf(err, "%s is not a regular file", src);
+    }
+    if (ath_trust_stat(&st, "plugin file", src, err) != 0) {
+        close(in);
+        return -1;
+    }
+
+    *reason = ATH_COPY_R_COPY;
+    if (ath_privdir_name(d, ATH_PLUGIN_FILE, dst, n) != 0) {
+        close(in);
+        return ath_errf(err, "private directory path too long");
+    }
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        return ath_errf(err, "cannot create the private copy %s: %s", dst, strerror(e));
+    }
+    ath_sha256_t h;
+    ath_sha256_init(&h);
+    char buf[1 << 16];
+    ssize_t got;
+    int bad = 0;
+    while ((got = read(in, buf, sizeof buf)) > 0) {
+        ath_sha256_update(&h, buf, (size_t)got);
+        for (ssize_t off = 0; off < got && !bad;) {
+            ssize_t w = write(out, buf + off, (size_t)(got - off));
+            if (w <= 0)
+                bad = 1;
+            else
+                off += w;
+        }
+        if (bad)
+            break;
+    }
+    if (got < 0)
+        bad = 1;
+    int e = errno;
+    close(in);
+    if (close(out) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        unlink(dst);
+        return ath_errf(err, "copying %s to %s failed: %s", src, dst, strerror(e));
+    }
+    uint8_t dg[ATH_SHA256_BYTES];
+    ath_sha256_final(&h, dg);
+    ath_sha256_hex(dg, sha);
+    *reason = "";
+    return 0;
+}
