@@ -334,6 +334,21 @@ static void usage(FILE *f)
         f);
 }
 
+/* A seed: decimal or 0x hex digits only (strtoull would take "-1" as
+ * 2^64 - 1). Returns 0, or -1 if s is not one. */
+static int parse_seed(const char *s, uint64_t *seed)
+{
+    if (!s || !((s[0] >= '0' && s[0] <= '9')))
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || !end || *end)
+        return -1;
+    *seed = (uint64_t)v;
+    return 0;
+}
+
 static int matches(const char *pattern, const char *name)
 {
     if (fnmatch(pattern, name, 0) == 0)
@@ -375,10 +390,9 @@ int main(int argc, char **argv)
             break;
         }
         case O_SEED:
-            errno = 0;
-            opt.seed = strtoull(optarg, &end, 0);
-            if (errno || !end || *end) {
-                fprintf(stderr, "auxtrunk-conform: --seed: not a number: %s\n", optarg);
+            if (parse_seed(optarg, &opt.seed) != 0) {
+                fprintf(stderr, "auxtrunk-conform: --seed: not a number in [0, 2^64): %s\n",
+                        optarg);
                 return 2;
             }
             have_seed = 1;
@@ -437,11 +451,23 @@ int main(int argc, char **argv)
         return 2;
     }
     opt.plugin = argv[optind];
+    /* A path that cannot be read is a usage error, not 41 failed checks. */
+    const char *paths[2] = {opt.plugin, opt.reference};
+    for (int i = 0; i < 2; i++)
+        if (paths[i] && access(paths[i], R_OK) != 0) {
+            fprintf(stderr, "auxtrunk-conform: cannot read %s%s: %s\n",
+                    i ? "the reference plugin " : "", paths[i], strerror(errno));
+            return 2;
+        }
 
     if (!have_seed) {
         const char *env = getenv("AUXTRUNK_SEED");
         if (env && *env) {
-            opt.seed = strtoull(env, NULL, 0);
+            if (parse_seed(env, &opt.seed) != 0) {
+                fprintf(stderr, "auxtrunk-conform: AUXTRUNK_SEED: not a number in [0, 2^64): %s\n",
+                        env);
+                return 2;
+            }
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
