@@ -3,10 +3,13 @@
  */
 #include "allowlist.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "loader.h"
+#include "safefile.h"
+#include "trust.h"
 
 /* One line (without its newline) into hex. Returns 1 for a digest, 0 for a
  * line to skip, -1 for an invalid line. */
@@ -72,24 +75,18 @@ int ath_allow_parse(ath_allow_t *a, const char *text, size_t len, const char *na
 int ath_allow_read(ath_allow_t *a, const char *path, ath_err_t *err)
 {
     memset(a, 0, sizeof *a);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ath_errf(err, "cannot read the SHA-256 allow-list %s: %s", path, strerror(errno));
-    char *text = malloc(ATH_ALLOW_MAX_BYTES + 1);
-    if (!text) {
-        fclose(f);
-        return ath_errf(err, "out of host memory");
-    }
-    size_t len = fread(text, 1, ATH_ALLOW_MAX_BYTES + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    int rc;
-    if (bad)
-        rc = ath_errf(err, "cannot read the SHA-256 allow-list %s", path);
-    else if (len > ATH_ALLOW_MAX_BYTES)
-        rc = ath_errf(err, "the SHA-256 allow-list %s is larger than %u bytes", path,
-                      ATH_ALLOW_MAX_BYTES);
-    else
+    /* The list decides what may run: it passes the same owner and mode
+     * checks as a plugin file, and only a regular file is read (a FIFO or
+     * /dev/zero would block or never end). */
+    char real[ATH_PATH_MAX], *text = NULL;
+    int missing;
+    size_t len;
+    struct stat st;
+    if (ath_trust_dirs_of(path, "SHA-256 allow-list", real, sizeof real, &missing, err) != 0 ||
+        ath_in_slurp(real, "SHA-256 allow-list", ATH_ALLOW_MAX_BYTES, &text, &len, &st, err) != 0)
+        return -1;
+    int rc = ath_trust_stat(&st, "SHA-256 allow-list", path, err);
+    if (rc == 0)
         rc = ath_allow_parse(a, text, len, path, err);
     free(text);
     return rc;

@@ -30,7 +30,9 @@ typedef struct ath_allow {
 int ath_allow_parse(ath_allow_t *a, const char *text, size_t len, const char *name,
                     ath_err_t *err);
 
-/* Reads and parses the file at path. */
+/* Reads and parses the file at path: a regular file of at most
+ * ATH_ALLOW_MAX_BYTES that passes the permission checks of trust.h (itself
+ * and its directories). */
 int ath_allow_read(ath_allow_t *a, const char *path, ath_err_t *err);
 
 /* Is sha (lower-case hex) listed? */

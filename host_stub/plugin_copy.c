@@ -15,7 +15,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "safefile.h"
 #include "trust.h"
+
+/* Messages name the path the operator gave, not the one it resolved to. */
+static void name_path(ath_err_t *err, const char *real, const char *src)
+{
+    if (strcmp(real, src) == 0)
+        return;
+    char rest[sizeof err->msg];
+    const char *p = strstr(err->msg, real);
+    if (!p)
+        return;
+    snprintf(rest, sizeof rest, "%s", p + strlen(real));
+    snprintf(err->msg + (p - err->msg), sizeof err->msg - (size_t)(p - err->msg), "%s%s", src, rest);
+}
 
 int ath_privdir_create(ath_privdir_t *d, ath_err_t *err)
 {
@@ -67,16 +81,12 @@ int ath_plugin_copy(ath_privdir_t *d, const char *src, char *dst, size_t n,
             *reason = ATH_COPY_R_NO_FILE;
         return -1;
     }
-    int in = open(real, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int in = ath_in_open(real, "plugin", &st, &missing, err);
     if (in < 0) {
         *reason = ATH_COPY_R_NO_FILE;
-        return ath_errf(err, "cannot open %s: %s", src, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(in);
-        *reason = ATH_COPY_R_NO_FILE;
-        return ath_errf(err, "%s is not a regular file", src);
+        name_path(err, real, src);
+        return -1;
     }
     if (ath_trust_stat(&st, "plugin file", src, err) != 0) {
         close(in);

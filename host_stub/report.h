@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "safefile.h"
 #include "util.h"
 
 typedef struct ath_curve {
@@ -24,10 +25,13 @@ typedef struct ath_curve {
 int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err);
 void ath_curve_free(ath_curve_t *c);
 
-/* CSV writer; path "-" means stdout. */
+/* CSV writer; path "-" means stdout. A file is created through safefile.h
+ * (a fresh file renamed into place when opened, never written through a
+ * link or into an existing file). */
 typedef struct ath_csv {
-    FILE *f;
+    FILE *f; /* stdout or out.f */
     const char *path;
+    ath_out_t out;
 } ath_csv_t;
 
 int ath_csv_open(ath_csv_t *csv, const char *path, ath_err_t *err);
