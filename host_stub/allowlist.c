@@ -100,6 +100,14 @@ int ath_allow_has(const ath_allow_t *a, const char *sha)
     return 0;
 }
 
+int ath_allow_check(const ath_allow_t *a, const char *sha, const char *file, const char *list,
+                    ath_err_t *err)
+{
+    if (!a || a->n == 0 || ath_allow_has(a, sha))
+        return 0;
+    return ath_errf(err, "%s has SHA-256 %s, which is not on the allow-list %s", file, sha, list);
+}
+
 void ath_allow_free(ath_allow_t *a)
 {
     free(a->sha);

@@ -19,10 +19,11 @@
 
 #define ATH_ALLOW_MAX_BYTES (1u << 20) /* a larger file is refused unread */
 
-typedef struct ath_allow {
+struct ath_allow {
     char (*sha)[ATH_SHA256_HEX]; /* lower-case hex */
     int n;
-} ath_allow_t;
+};
+typedef struct ath_allow ath_allow_t;
 
 /* Parses len bytes of text (name: for messages, "FILE" or "FILE:LINE").
  * Returns 0 with at least one digest in *a, or -1 with the message and *a
@@ -37,6 +38,11 @@ int ath_allow_read(ath_allow_t *a, const char *path, ath_err_t *err);
 
 /* Is sha (lower-case hex) listed? */
 int ath_allow_has(const ath_allow_t *a, const char *sha);
+
+/* 0 when a is empty (no allow-list) or lists sha; else -1 with the message
+ * naming file (the plugin) and list (the allow-list's path). */
+int ath_allow_check(const ath_allow_t *a, const char *sha, const char *file, const char *list,
+                    ath_err_t *err);
 
 void ath_allow_free(ath_allow_t *a);
 

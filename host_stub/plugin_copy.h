@@ -16,10 +16,11 @@
 #include "sha256.h"
 #include "util.h"
 
-typedef struct ath_privdir {
+struct ath_privdir {
     char path[ATH_PATH_MAX]; /* "" until created */
     unsigned counter;        /* for unique names inside it */
-} ath_privdir_t;
+};
+typedef struct ath_privdir ath_privdir_t;
 
 /* Creates the private directory. Returns 0, or -1 with the message. */
 int ath_privdir_create(ath_privdir_t *d, ath_err_t *err);

@@ -124,11 +124,10 @@ static int checked_copy(ath_swap_t *s, const char *file, char *copy, size_t n, c
 {
     if (ath_plugin_copy(&s->dir, file, copy, n, sha, reason, err) != 0)
         return -1;
-    if (s->allow.n > 0 && !ath_allow_has(&s->allow, sha)) {
+    if (ath_allow_check(&s->allow, sha, file, s->o.sha256_file, err) != 0) {
         unlink(copy);
         *reason = R_DIGEST;
-        return ath_errf(err, "%s has SHA-256 %s, which is not on the allow-list %s", file, sha,
-                        s->o.sha256_file);
+        return -1;
     }
     return 0;
 }
@@ -171,16 +170,19 @@ ath_load_status_t ath_swap_open(ath_swap_t *s, const char *dir_or_file, ath_trun
     ath_plugin_file(dir_or_file, file, sizeof file);
     ath_watch_init(&s->watch, file);
 
-    char copy[ATH_PATH_MAX], sha[SHA_HEX];
-    const char *reason;
-    if (checked_copy(s, file, copy, sizeof copy, sha, &reason, err) != 0)
-        return strcmp(reason, ATH_COPY_R_NO_FILE) == 0 ? ATH_LOAD_NO_FILE : ATH_LOAD_NOT_LOADABLE;
-    ath_load_status_t ls = ath_trunk_open(live, copy, &s->config, s->device, err);
-    unlink(copy); /* the mapping stays; nothing else needs the name */
-    if (ls != ATH_LOAD_OK) {
-        name_source(err->msg, sizeof err->msg, copy, file);
+    /* The first version goes through all a later one does, vetting in a
+     * child included (with no running version to compare with). */
+    char sha[SHA_HEX];
+    ath_vet_open_opts_t vo = {
+        .dir = &s->dir,
+        .allow = &s->allow,
+        .allow_name = s->o.sha256_file,
+        .timeout_s = s->o.vet_timeout_s,
+        .exe = s->o.vet_exec_always ? s->o.vet_exe : NULL,
+    };
+    ath_load_status_t ls = ath_vet_open(live, file, &s->config, s->device, &vo, sha, err);
+    if (ls != ATH_LOAD_OK)
         return ls;
-    }
     snprintf(live->plugin.path, sizeof live->plugin.path, "%s", file);
     memcpy(s->live_sha, sha, SHA_HEX);
     snprintf(s->source, sizeof s->source, "%s", file);
@@ -244,7 +246,7 @@ static int vet_candidate(ath_swap_t *s, const char *copy, const float *params, i
         *reason = ATH_VET_R_VETTING;
         return ath_errf(err, "private directory path too long");
     }
-    return ath_vet(&rq, s->o.vet_timeout_s > 0 ? s->o.vet_timeout_s : ATH_SWAP_VET_TIMEOUT_S, exe,
+    return ath_vet(&rq, s->o.vet_timeout_s > 0 ? s->o.vet_timeout_s : ATH_VET_TIMEOUT_S, exe,
                    req_file, ver, reason, child_ms, err);
 }
 

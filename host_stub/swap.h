@@ -54,10 +54,10 @@
 #include "auxtrunk.h"
 #include "trunk.h"
 #include "util.h"
+#include "vet.h"
 
 #define ATH_SWAP_MAX_AT 16
 #define ATH_SWAP_ROLLBACK_STEPS 50    /* default probation window */
-#define ATH_SWAP_VET_TIMEOUT_S 30.0   /* default limit for the vetting child */
 
 /* One --swap-at entry: swap to path after step `step` has completed. */
 typedef struct ath_swap_at {
@@ -68,7 +68,7 @@ typedef struct ath_swap_at {
 typedef struct ath_swap_opts {
     int watch;               /* watch the live plugin's file for replacement */
     int poll_ms;             /* > 0: poll every poll_ms instead of inotify */
-    double vet_timeout_s;    /* 0: ATH_SWAP_VET_TIMEOUT_S */
+    double vet_timeout_s;    /* 0: ATH_VET_TIMEOUT_S */
     uint64_t rollback_steps; /* 0: ATH_SWAP_ROLLBACK_STEPS */
     const char *sha256_file; /* allow-list (sha256sum format), or NULL */
     ath_swap_at_t at[ATH_SWAP_MAX_AT]; /* in ascending step order */

@@ -40,11 +40,19 @@ int ath_trust_dirs_of(const char *path, const char *what, char *real, size_t n, 
     *missing = 0;
     snprintf(dwhat, sizeof dwhat, "%s directory", what);
     ath_dir_of(path, dir, sizeof dir);
+    struct stat st;
+    if (stat(dir, &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        *missing = 1;
+        return ath_errf(err, "no %s: %s does not exist (its directory %s: %s)", what, path, dir,
+                        strerror(errno));
+    }
     if (ath_trust_dir(dir, dwhat, err) != 0)
         return -1;
     if (!realpath(path, resolved)) {
-        *missing = errno == ENOENT || errno == ENOTDIR;
-        return ath_errf(err, "no %s: %s: %s", what, path, strerror(errno));
+        int e = errno;
+        *missing = e == ENOENT || e == ENOTDIR;
+        return ath_errf(err, "no %s: %s %s (%s)", what, path,
+                        *missing ? "does not exist" : "cannot be resolved", strerror(e));
     }
     ath_dir_of(resolved, realdir, sizeof realdir);
     if (strcmp(realdir, dir) != 0 && ath_trust_dir(realdir, dwhat, err) != 0)

@@ -25,9 +25,12 @@
 
 #include "auxtrunk.h"
 #include "loader.h"
+#include "sha256.h"
+#include "trunk.h"
 #include "util.h"
 
 #define ATH_VET_COMMAND "--swap-vet" /* argv[1] of an exec'd vetting child */
+#define ATH_VET_TIMEOUT_S 30.0       /* default limit for the vetting child */
 
 /* Refusal reasons of vetting (besides the loader's status names). */
 #define ATH_VET_R_CRASHED "crashed"
@@ -63,6 +66,33 @@ typedef struct ath_vet_version {
  */
 int ath_vet(const ath_vet_req_t *rq, double timeout_s, const char *exe, const char *req_file,
             ath_vet_version_t *ver, const char **reason, double *child_ms, ath_err_t *err);
+
+/* ------------------------------------------------------------------------- */
+/* Opening a plugin through all of it (vet_open.c)                           */
+
+typedef struct ath_vet_open_opts {
+    struct ath_privdir *dir;        /* NULL: a private directory of its own, removed after */
+    const struct ath_allow *allow;  /* NULL or empty: no allow-list */
+    const char *allow_name;         /* the allow-list's file, for messages */
+    double timeout_s;               /* 0: ATH_VET_TIMEOUT_S */
+    const char *exe;                /* exec this program for the child (NULL: fork) */
+} ath_vet_open_opts_t;
+
+/*
+ * Opens the plugin at dir_or_file (see ath_plugin_file) into *t the way every
+ * plugin of a run is opened, the first one included: a private copy behind
+ * the permission checks (plugin_copy.h), its digest on the allow-list when
+ * there is one, vetted in a child (loads, initialises, and computes finite
+ * results on the probe, within the timeout), and only then loaded here from
+ * the copy. o NULL: the defaults. sha (may be NULL) gets the digest.
+ * Returns ATH_LOAD_OK or the refusal: the loader's status where the loader
+ * refused (here or in the child); ATH_LOAD_NO_FILE for a missing file;
+ * ATH_LOAD_NOT_LOADABLE for permissions, digest, a crash, a hang or a
+ * failed probe (the message says which).
+ */
+ath_load_status_t ath_vet_open(ath_trunk_t *t, const char *dir_or_file,
+                               const auxtrunk_config_t *config, int device,
+                               const ath_vet_open_opts_t *o, char sha[ATH_SHA256_HEX], ath_err_t *err);
 
 /* Entry of an exec'd vetting child: argv = {prog, ATH_VET_COMMAND, request
  * file, report fd}. Returns the process exit code. */
