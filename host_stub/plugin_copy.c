@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +32,60 @@ static void name_path(ath_err_t *err, const char *real, const char *src)
     snprintf(err->msg + (p - err->msg), sizeof err->msg - (size_t)(p - err->msg), "%s%s", src, rest);
 }
 
+/* Removes the files in dir, then dir (only copies and requests are ever
+ * made there, no subdirectories). */
+static void remove_dir(const char *path)
+{
+    DIR *dir = opendir(path);
+    if (dir) {
+        char file[ATH_PATH_MAX + 256];
+        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+            unlink(file);
+        }
+        closedir(dir);
+    }
+    rmdir(path);
+}
+
+/* Private directories of runs that were killed before removing theirs:
+ * "auxtrunk-swap-<pid>-XXXXXX" of this user whose pid no longer exists. */
+static void remove_stale_dirs(const char *base)
+{
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    static const char prefix[] = "auxtrunk-swap-";
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, sizeof prefix - 1) != 0)
+            continue;
+        const char *p = e->d_name + sizeof prefix - 1;
+        char *end;
+        errno = 0;
+        long pid = strtol(p, &end, 10);
+        if (errno || end == p || *end != '-' || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[ATH_PATH_MAX + 256];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+            remove_dir(path);
+    }
+    closedir(d);
+}
+
 int ath_privdir_create(ath_privdir_t *d, ath_err_t *err)
 {
     const char *base = getenv("TMPDIR");
+    if (!base || !base[0])
+        base = "/tmp";
+    remove_stale_dirs(base);
     d->counter = 0;
-    snprintf(d->path, sizeof d->path, "%s/auxtrunk-swap-XXXXXX", base && base[0] ? base : "/tmp");
+    snprintf(d->path, sizeof d->path, "%s/auxtrunk-swap-%ld-XXXXXX", base, (long)getpid());
     if (!mkdtemp(d->path)) {
         int e = errno;
         d->path[0] = '\0';
@@ -49,18 +99,7 @@ void ath_privdir_remove(ath_privdir_t *d)
 {
     if (!d->path[0])
         return;
-    DIR *dir = opendir(d->path);
-    if (dir) {
-        char file[ATH_PATH_MAX + 256];
-        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(file, sizeof file, "%s/%s", d->path, e->d_name);
-            unlink(file);
-        }
-        closedir(dir);
-    }
-    rmdir(d->path);
+    remove_dir(d->path);
     d->path[0] = '\0';
 }
 

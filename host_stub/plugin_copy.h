@@ -1,6 +1,8 @@
 /*
  * plugin_copy.h — the private copies plugins are loaded from: a private
- * directory ($TMPDIR/auxtrunk-swap-XXXXXX, mode 0700) and, in it, a copy
+ * directory ($TMPDIR/auxtrunk-swap-<pid>-XXXXXX, mode 0700; those of killed
+ * runs, whose pid is gone, are removed when the next one is made) and, in
+ * it, a copy
  * (mode 0600) of a plugin file that passed the permission checks (trust.h),
  * with its SHA-256 taken while copying.
  *

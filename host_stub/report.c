@@ -11,14 +11,36 @@
 /* ------------------------------------------------------------------------- */
 /* Curve                                                                     */
 
+/* Pushes are numbered k = 0, 1, 2, ...; the curve keeps those with k a
+ * multiple of the stride, plus the latest push when it is not one of them.
+ * When ATH_CURVE_MAX_POINTS are kept, every other one is dropped and the
+ * stride doubles: the points stay evenly spaced, the first and the latest
+ * are always there, and memory stays bounded however long the run. */
 int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err)
 {
+    if (!c->stride)
+        c->stride = 1;
+    uint64_t k = c->pushes++;
+    if (c->provisional) {
+        c->n--;
+        c->provisional = 0;
+    }
+    if (k % c->stride == 0 && c->n == ATH_CURVE_MAX_POINTS) {
+        for (size_t j = 0; 2 * j < c->n; j++) {
+            c->step[j] = c->step[2 * j];
+            c->loss[j] = c->loss[2 * j];
+        }
+        c->n = (c->n + 1) / 2;
+        c->stride *= 2;
+    }
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 1024;
-        uint64_t *s = realloc(c->step, cap * sizeof *s);
-        if (!s)
+        if (cap > ATH_CURVE_MAX_POINTS + 1)
+            cap = ATH_CURVE_MAX_POINTS + 1;
+        uint64_t *st = realloc(c->step, cap * sizeof *st);
+        if (!st)
             return ath_errf(err, "out of host memory for the loss curve");
-        c->step = s;
+        c->step = st;
         double *l = realloc(c->loss, cap * sizeof *l);
         if (!l)
             return ath_errf(err, "out of host memory for the loss curve");
@@ -28,6 +50,7 @@ int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err)
     c->step[c->n] = step;
     c->loss[c->n] = loss;
     c->n++;
+    c->provisional = k % c->stride != 0;
     return 0;
 }
 

@@ -16,10 +16,17 @@
 #include "safefile.h"
 #include "util.h"
 
+/* The loss curve in memory, bounded: at most ATH_CURVE_MAX_POINTS + 1
+ * points, evenly spaced in steps (decimated by two whenever it fills), the
+ * first and the latest always kept. Zero-initialised is empty. */
+#define ATH_CURVE_MAX_POINTS 8192
+
 typedef struct ath_curve {
     uint64_t *step;
     double *loss;
     size_t n, cap;
+    uint64_t stride, pushes; /* every stride-th push is kept */
+    int provisional;         /* the last point is the latest push, off the stride */
 } ath_curve_t;
 
 int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err);

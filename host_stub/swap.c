@@ -49,8 +49,12 @@ struct ath_swap {
     char prev_sha[SHA_HEX];
     char prev_source[ATH_PATH_MAX];
     uint64_t probation_end; /* prev is unloaded once this step has completed */
-    char bad_sha[SHA_HEX];  /* the last version rolled back: refused if offered again */
-    uint64_t bad_step;
+    /* Every version rolled back in this run, refused if offered again. */
+    struct {
+        char sha[SHA_HEX];
+        uint64_t step;
+    } *bad;
+    int n_bad;
     int cuda_used;          /* a CUDA context may exist in this process */
 
     ath_canary_t canary;
@@ -204,6 +208,7 @@ void ath_swap_destroy(ath_swap_t *s)
         ath_hup_restore();
     ath_allow_free(&s->allow);
     ath_canary_free(&s->canary);
+    free(s->bad);
     free(s);
 }
 
@@ -289,13 +294,14 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
                  (unsigned long long)step, trigger, res->msg, res->ms);
         return res->outcome;
     }
-    if (s->bad_sha[0] && strcmp(sha, s->bad_sha) == 0) {
-        reason = R_ROLLED_BACK;
-        ath_errf(&err, "this file (SHA-256 %.16s...) was rolled back after step %llu; deploy a "
-                       "fixed version",
-                 sha, (unsigned long long)s->bad_step);
-        goto refused;
-    }
+    for (int i = 0; i < s->n_bad; i++)
+        if (strcmp(sha, s->bad[i].sha) == 0) {
+            reason = R_ROLLED_BACK;
+            ath_errf(&err, "this file (SHA-256 %.16s...) was rolled back after step %llu; deploy "
+                           "a fixed version",
+                     sha, (unsigned long long)s->bad[i].step);
+            goto refused;
+        }
 
     /* The reference: the running version on the probe, current parameters.
      * Its record is overwritten, which is harmless between two steps (the
@@ -382,8 +388,12 @@ int ath_swap_failed(ath_swap_t *s, uint64_t step, ath_trunk_t *live, const char 
     ath_trunk_close(live);
     *live = s->prev;
     memset(&s->prev, 0, sizeof s->prev);
-    memcpy(s->bad_sha, s->live_sha, SHA_HEX);
-    s->bad_step = step;
+    void *grown = realloc(s->bad, (size_t)(s->n_bad + 1) * sizeof *s->bad);
+    if (grown) { /* without memory the digest is not remembered; the rollback still happens */
+        s->bad = grown;
+        memcpy(s->bad[s->n_bad].sha, s->live_sha, SHA_HEX);
+        s->bad[s->n_bad++].step = step;
+    }
     memcpy(s->live_sha, s->prev_sha, SHA_HEX);
     snprintf(s->source, sizeof s->source, "%s", s->prev_source);
     s->stats.rolled_back++;

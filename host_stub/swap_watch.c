@@ -13,6 +13,33 @@
 
 #include "util.h"
 
+/* A finished write or a rename onto a name in the directory, and the
+ * directory itself going away (deleted, or renamed: a watch follows the
+ * inode, so it would hear the old directory, not the path). */
+#define WATCH_MASK (IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+
+/* The directory was replaced: watch the path again, or poll it if it is
+ * not there now. Either way the file is offered again (the new directory
+ * may hold a new version). */
+static void rearm(ath_watch_t *w)
+{
+    inotify_rm_watch(w->ino_fd, w->wd); /* EINVAL once IN_IGNORED came: harmless */
+    w->wd = inotify_add_watch(w->ino_fd, w->dir, WATCH_MASK);
+    if (w->wd >= 0) {
+        ath_logf(w->log, "swap: the plugin directory %s was replaced; watching the new one",
+                 w->dir);
+        return;
+    }
+    int e = errno;
+    close(w->ino_fd);
+    w->ino_fd = -1;
+    w->poll_ms = ATH_WATCH_POLL_MS;
+    w->next_poll_s = ath_now_s();
+    w->have_seen = 0; /* whatever appears at the path is new */
+    ath_logf(w->log, "swap: the plugin directory %s is gone (%s); polling for %s every %d ms",
+             w->dir, strerror(e), w->name, w->poll_ms);
+}
+
 void ath_watch_init(ath_watch_t *w, const char *file)
 {
     memset(w, 0, sizeof *w);
@@ -34,8 +61,7 @@ void ath_watch_start(ath_watch_t *w, int poll_ms, FILE *log)
     w->poll_ms = poll_ms;
     if (w->poll_ms <= 0) {
         w->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (w->ino_fd >= 0 &&
-            inotify_add_watch(w->ino_fd, w->dir, IN_CLOSE_WRITE | IN_MOVED_TO) >= 0) {
+        if (w->ino_fd >= 0 && (w->wd = inotify_add_watch(w->ino_fd, w->dir, WATCH_MASK)) >= 0) {
             ath_logf(log, "swap: watching %s for a new %s (inotify); SIGHUP re-reads it now",
                      w->dir, w->name);
             return;
@@ -63,7 +89,7 @@ static int same_file(const struct stat *a, const struct stat *b)
 int ath_watch_changed(ath_watch_t *w)
 {
     if (w->ino_fd >= 0) {
-        int hit = 0;
+        int hit = 0, gone = 0;
         _Alignas(struct inotify_event) char buf[4096];
         for (;;) {
             ssize_t n = read(w->ino_fd, buf, sizeof buf);
@@ -73,8 +99,14 @@ int ath_watch_changed(ath_watch_t *w)
                 const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
                 if ((ev->mask & IN_Q_OVERFLOW) || (ev->len && strcmp(ev->name, w->name) == 0))
                     hit = 1;
+                if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
+                    gone = 1;
                 p += sizeof *ev + ev->len;
             }
+        }
+        if (gone) {
+            rearm(w);
+            return 1;
         }
         return hit;
     }
