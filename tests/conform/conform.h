@@ -105,10 +105,12 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd);
 /* ------------------------------------------------------------------------- */
 /* Plugin loading and status names (plugin.c)                                */
 
-/* dlopen(RTLD_NOW | RTLD_LOCAL) and resolve the entry only. Returns 0, or -1
- * with a reason in why. */
+/* auxtrunk_plugin_open (abi/auxtrunk_loader.h: permission and ELF checks,
+ * dlopen(RTLD_NOW | RTLD_LOCAL), the entry) only. Returns 0, or -1 with a
+ * reason in why. */
 int cf_plugin_open(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
-/* cf_plugin_open, then negotiate [1.0, 1.0] and sanity-check the table. */
+/* cf_plugin_open, then auxtrunk_plugin_negotiate over [1.0, 1.0] (the
+ * loader's table checks). */
 int cf_plugin_load(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
 /* Loads opt->reference into ctx->ref. Returns 0, or -1 after cf_skip/cf_fail. */
 int cf_load_reference(cf_ctx_t *ctx);
