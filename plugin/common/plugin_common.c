@@ -123,6 +123,11 @@ void atp_handle_base_init(atp_handle_base_t *base, const atp_dims_t *dims, uint3
     base->device = device; /* recorded_batch 0 (no record), last_error "" */
 }
 
+void atp_handle_base_retire(atp_handle_base_t *base)
+{
+    *(volatile uint32_t *)&base->magic = ATP_MAGIC_DEAD;
+}
+
 int32_t atp_check_handle(const void *h)
 {
     if (!h)

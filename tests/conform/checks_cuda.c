@@ -447,9 +447,14 @@ static void *entry_thread(void *arg)
         memset(&api, 0, sizeof api);
         api.struct_size = sizeof api;
         int32_t rc = pl->entry(&host, &api);
-        if (rc != AUXTRUNK_OK || memcmp(&api, &pl->api, sizeof api) != 0) {
-            cf_fail(j->ctx, "concurrent entry call #%d returned %s or a different table", i,
-                    cf_status_name(rc));
+        if (rc != AUXTRUNK_OK) {
+            cf_fail(j->ctx, "concurrent entry call #%d returned %s", i, cf_status_name(rc));
+            return NULL;
+        }
+        const char *field = cf_api_diff(&api, &pl->api);
+        if (field) {
+            cf_fail(j->ctx, "concurrent entry call #%d filled a different table: api.%s differs",
+                    i, field);
             return NULL;
         }
         x = x * 1103515245u + 12345u;

@@ -90,6 +90,28 @@ void check_load_symbols(cf_ctx_t *ctx)
 /* ------------------------------------------------------------------------- */
 /* load.table                                                                */
 
+const char *cf_api_diff(const auxtrunk_api_t *a, const auxtrunk_api_t *b)
+{
+#define CF_API_FIELD_(f)                                  \
+    if (memcmp(&a->f, &b->f, sizeof a->f) != 0)         \
+        return #f;
+    CF_API_FIELD_(struct_size)
+    CF_API_FIELD_(abi_version)
+    CF_API_FIELD_(caps)
+    CF_API_FIELD_(impl_name)
+    CF_API_FIELD_(kernel_version)
+    CF_API_FIELD_(status_string)
+    CF_API_FIELD_(init)
+    CF_API_FIELD_(destroy)
+    CF_API_FIELD_(forward)
+    CF_API_FIELD_(infer)
+    CF_API_FIELD_(backward)
+    CF_API_FIELD_(memory_usage)
+    CF_API_FIELD_(last_error)
+#undef CF_API_FIELD_
+    return NULL;
+}
+
 static int printable(const char *s, size_t max)
 {
     size_t i = 0;
@@ -136,8 +158,9 @@ void check_load_table(cf_ctx_t *ctx)
             cf_fail(ctx, "a repeated entry call returned %s", cf_status_name(rc));
             return;
         }
-        if (memcmp(&again, a, sizeof again) != 0) {
-            cf_fail(ctx, "a repeated entry call filled a different table");
+        const char *field = cf_api_diff(&again, a);
+        if (field) {
+            cf_fail(ctx, "a repeated entry call filled a different table: api.%s differs", field);
             return;
         }
     }
@@ -469,8 +492,9 @@ static int entry_sizes(cf_ctx_t *ctx)
             return -1;
         if (rc != AUXTRUNK_OK && memcmp(&api, &before, sizeof api) != 0)
             return cf_fail(ctx, "%s failed but wrote into the api table", what);
-        if (rc == AUXTRUNK_OK && memcmp(&api, good, sizeof api) != 0)
-            return cf_fail(ctx, "%s filled a different table", what);
+        const char *field = rc == AUXTRUNK_OK ? cf_api_diff(&api, good) : NULL;
+        if (field)
+            return cf_fail(ctx, "%s filled a different table: api.%s differs", what, field);
     }
     /* API table: smaller than 1.0 is refused untouched. */
     const uint32_t small[] = {0, 8, AUXTRUNK_API_SIZE_1_0 - 8};

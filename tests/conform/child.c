@@ -138,7 +138,10 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd)
         char why[512];
         cf_stage(&ctx, "loading the plugin");
         if (cf_plugin_load(&ctx.pl, opt->plugin, why, sizeof why) != 0) {
-            cf_fail(&ctx, "cannot load the plugin: %s", why);
+            if (c->needs & CF_LOAD_VERDICT)
+                cf_fail(&ctx, "cannot load the plugin: %s", why);
+            else
+                cf_skip(&ctx, "plugin not loadable (load.table fails for it): %s", why);
             goto out;
         }
     }
@@ -246,6 +249,15 @@ int cf_plugin_load(cf_plugin_t *pl, const char *path, char *why, size_t why_len)
     pl->entry = so.entry;
     pl->api = so.api;
     pl->space = so.space == AUXTRUNK_CAP_MEM_CUDA ? CF_SPACE_CUDA : CF_SPACE_HOST;
+    return 0;
+}
+
+int cf_load_or_skip(cf_ctx_t *ctx, cf_plugin_t *pl)
+{
+    char why[512];
+    cf_stage(ctx, "loading the plugin");
+    if (cf_plugin_load(pl, ctx->opt->plugin, why, sizeof why) != 0)
+        return cf_skip(ctx, "plugin not loadable (load.table fails for it): %s", why);
     return 0;
 }
 
