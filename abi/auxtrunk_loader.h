@@ -5,7 +5,7 @@
  * A single-header library. Every file may include it for the declarations;
  * exactly one C file of the program defines the implementation:
  *
- *   #define _POSIX_C_SOURCE 200809L   // or _GNU_SOURCE, before any include
+ *   #define _XOPEN_SOURCE 700         // or _GNU_SOURCE, before any include
  *   #define AUXTRUNK_LOADER_IMPLEMENTATION
  *   #include "auxtrunk_loader.h"
  *
@@ -160,8 +160,10 @@ void auxtrunk_plugin_unload(auxtrunk_plugin_t *pl);
 #if defined(AUXTRUNK_LOADER_IMPLEMENTATION) && !defined(AUXTRUNK_LOADER_IMPLEMENTED_)
 #define AUXTRUNK_LOADER_IMPLEMENTED_
 
-#if !defined(_GNU_SOURCE) && (!defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L)
-#error "auxtrunk_loader.h: define _POSIX_C_SOURCE 200809L (or _GNU_SOURCE) before the first #include of this file"
+/* POSIX.1-2008 with the X/Open part (realpath). */
+#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) && \
+    (!defined(_XOPEN_SOURCE) || _XOPEN_SOURCE < 700)
+#error "auxtrunk_loader.h: define _XOPEN_SOURCE 700 (or _GNU_SOURCE) before any #include"
 #endif
 
 #include <dlfcn.h>
