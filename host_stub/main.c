@@ -18,9 +18,8 @@
 #include "train.h"
 #include "util.h"
 
-#ifndef AUXTRUNK_HOST_VERSION
-#define AUXTRUNK_HOST_VERSION "1.0.0"
-#endif
+#include "auxtrunk_version.h"
+#define AUXTRUNK_HOST_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
 /* Texts                                                                     */

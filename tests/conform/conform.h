@@ -26,10 +26,11 @@
 #include <stdint.h>
 
 #include "auxtrunk.h"
+#include "auxtrunk_version.h"
 #include "ref64.h"
 #include "rng.h"
 
-#define CONFORM_VERSION "1.0.0"
+#define CONFORM_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
 /* Options (parent) and checks                                               */
