@@ -302,5 +302,17 @@ int cf_alloc_supported(void);
 int cf_heap_sanitized(void);
 void cf_alloc_count_begin(void);
 long cf_alloc_count_end(void);
+/* Memory mappings (mmap, mmap64, munmap, mremap) the plugin makes itself
+ * while counting is on; glibc's own (malloc, threads, dlopen) are not seen.
+ * Where cf_alloc_supported() is 0 the count stays 0. */
+void cf_map_count_begin(void);
+long cf_map_count_end(void);
+/* While quarantine is on, free() keeps blocks (allocated and contents left as
+ * they are) instead of freeing them. cf_quarantine_end returns how many it
+ * kept, or -1 if there were more than it can hold (some were freed for real);
+ * cf_quarantine_release frees them. Only where cf_alloc_supported(). */
+void cf_quarantine_begin(void);
+int cf_quarantine_end(void);
+void cf_quarantine_release(void);
 
 #endif
