@@ -154,6 +154,36 @@ enum auxtrunk_status_constants { AUXTRUNK_STATUS_MAP(AUXTRUNK_STATUS_ENUM_ROW_) 
 #undef AUXTRUNK_STATUS_ENUM_ROW_
 typedef int32_t auxtrunk_status_t;
 
+/* The enum name of a status, e.g. "AUXTRUNK_E_BATCH", or "AUXTRUNK_(unknown)"
+ * for a value not in the map. Never NULL; the string is static. A host's own
+ * helper, so that it need not expand AUXTRUNK_STATUS_MAP. [any thread] */
+static inline const char *auxtrunk_status_name(int32_t status)
+{
+    switch (status) {
+#define AUXTRUNK_STATUS_NAME_ROW_(name, value, msg) \
+    case (value):                                   \
+        return "AUXTRUNK_" #name;
+        AUXTRUNK_STATUS_MAP(AUXTRUNK_STATUS_NAME_ROW_)
+#undef AUXTRUNK_STATUS_NAME_ROW_
+    }
+    return "AUXTRUNK_(unknown)";
+}
+
+/* The message of a status, or "unknown status" for a value not in the map:
+ * exactly what every plugin's status_string returns. Never NULL; static.
+ * [any thread] */
+static inline const char *auxtrunk_status_message(int32_t status)
+{
+    switch (status) {
+#define AUXTRUNK_STATUS_MESSAGE_ROW_(name, value, msg) \
+    case (value):                                      \
+        return msg;
+        AUXTRUNK_STATUS_MAP(AUXTRUNK_STATUS_MESSAGE_ROW_)
+#undef AUXTRUNK_STATUS_MESSAGE_ROW_
+    }
+    return "unknown status";
+}
+
 /* ------------------------------------------------------------------------- */
 /* Capability flags (auxtrunk_api_t.caps)                                    */
 

@@ -169,19 +169,12 @@ out:;
 /* ------------------------------------------------------------------------- */
 /* Status and capability names                                               */
 
-#define CF_STATUS_NAME_ROW_(name, value, msg) {value, "AUXTRUNK_" #name},
-static const struct {
-    int32_t value;
-    const char *name;
-} cf_status_names[] = {AUXTRUNK_STATUS_MAP(CF_STATUS_NAME_ROW_)};
-#undef CF_STATUS_NAME_ROW_
-
 const char *cf_status_name(int32_t s)
 {
     static _Thread_local char buf[64];
-    for (size_t i = 0; i < sizeof cf_status_names / sizeof cf_status_names[0]; i++)
-        if (cf_status_names[i].value == s)
-            return cf_status_names[i].name;
+    const char *name = auxtrunk_status_name(s);
+    if (strcmp(name, "AUXTRUNK_(unknown)") != 0)
+        return name;
     snprintf(buf, sizeof buf, "unknown status %d", (int)s);
     return buf;
 }
