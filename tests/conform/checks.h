@@ -37,6 +37,8 @@ void check_numerics_fast_mode(cf_ctx_t *ctx);
 void check_stopgrad_x_unchanged(cf_ctx_t *ctx);
 void check_stopgrad_outputs_written(cf_ctx_t *ctx);
 void check_stopgrad_guard_zones(cf_ctx_t *ctx);
+void check_stopgrad_inputs_read_only(cf_ctx_t *ctx);
+void check_stopgrad_backward_inputs(cf_ctx_t *ctx);
 /* 6. determinism and exactness */
 void check_determinism_repeat(cf_ctx_t *ctx);
 void check_determinism_canonical(cf_ctx_t *ctx);

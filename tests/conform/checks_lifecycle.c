@@ -165,6 +165,49 @@ void check_lifecycle_two_handles(cf_ctx_t *ctx)
 /* ------------------------------------------------------------------------- */
 /* lifecycle.no_forward                                                      */
 
+/* A forward that must fail, one kind of failure each. */
+typedef struct failed_forward {
+    const char *what;
+    const auxtrunk_params_t *params;
+    const float *x;
+    float *out;
+    int32_t batch;
+    uint32_t flags;
+    int32_t want;
+} failed_forward_t;
+
+/* The k-th kind for setup s (max_batch 16) into *f; returns how many kinds
+ * there are. Batches are 5 where the batch is not the failure, so that a
+ * record taken by mistake differs from the good forward's 12. */
+static int failed_forward_kinds(const cf_setup_t *s, failed_forward_t *f, int k)
+{
+    static auxtrunk_params_t no_w2, small, reserved;
+    no_w2 = s->b.params, no_w2.w2 = NULL;
+    small = s->b.params, small.struct_size = 8;
+    reserved = s->b.params, reserved.reserved = 1;
+    const auxtrunk_params_t *P = &s->b.params;
+    float *x = s->b.x.p, *out = s->b.out.p;
+    const failed_forward_t all[] = {
+        {"params NULL", NULL, x, out, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"x NULL", P, NULL, out, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"out NULL", P, x, NULL, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"params.w2 NULL", &no_w2, x, out, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"params.struct_size 8", &small, x, out, 5, 0, AUXTRUNK_E_STRUCT_SIZE},
+        {"params.reserved 1", &reserved, x, out, 5, 0, AUXTRUNK_E_STRUCT_SIZE},
+        {"flags 0x80", P, x, out, 5, 0x80u, AUXTRUNK_E_FLAGS},
+        {"batch 0", P, x, out, 0, 0, AUXTRUNK_E_BATCH},
+        {"batch 17 > max_batch 16", P, x, out, 17, 0, AUXTRUNK_E_BATCH},
+        {"out == x", P, x, x, 5, 0, AUXTRUNK_E_ALIAS},
+        {"out overlapping W1", P, x, (float *)s->b.p[0].p + 1, 5, 0, AUXTRUNK_E_ALIAS},
+        /* CUDA plugins only: a host pointer as x. */
+        {"x in host memory", P, s->in.x, out, 5, 0, AUXTRUNK_E_MEMORY_SPACE},
+    };
+    const int n = (int)(sizeof all / sizeof all[0]) - (s->b.space == CF_SPACE_CUDA ? 0 : 1);
+    if (f)
+        *f = all[k];
+    return n;
+}
+
 void check_lifecycle_no_forward(cf_ctx_t *ctx)
 {
     const cf_plugin_t *pl = &ctx->pl;
@@ -192,20 +235,53 @@ void check_lifecycle_no_forward(cf_ctx_t *ctx)
     rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL);
     if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, what) || cf_watch_end(ctx, &w, what))
         return;
-    /* Neither does a forward that failed. */
-    rc = a->forward(s.h, &s.b.params, s.b.x.p, 17, s.b.out.p, 0, NULL);
-    if (cf_expect_status(ctx, rc, AUXTRUNK_E_BATCH, "forward with batch 17 > max_batch 16"))
-        return;
-    what = "backward after only a failed forward";
-    cf_stage(ctx, "%s", what);
-    if (cf_watch_begin(ctx, &w, &s.b))
-        return;
-    rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL);
-    if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, what) || cf_watch_end(ctx, &w, what))
-        return;
-    /* And then a real forward makes backward work. */
+    /* Neither does a forward that failed, whatever made it fail. */
+    const int kinds = failed_forward_kinds(&s, NULL, 0);
+    for (int k = 0; k < kinds; k++) {
+        failed_forward_t f;
+        failed_forward_kinds(&s, &f, k);
+        char fwd[160], bwd[200];
+        snprintf(fwd, sizeof fwd, "forward with %s", f.what);
+        snprintf(bwd, sizeof bwd, "backward after only a failed forward (%s)", f.what);
+        cf_stage(ctx, "%s", fwd);
+        rc = a->forward(s.h, f.params, f.x, f.batch, f.out, f.flags, NULL);
+        if (cf_expect_status(ctx, rc, f.want, fwd))
+            return;
+        cf_stage(ctx, "%s", bwd);
+        if (cf_watch_begin(ctx, &w, &s.b))
+            return;
+        rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, f.batch >= 1 && f.batch <= 16 ? f.batch : n,
+                         &s.b.grads, 0, NULL);
+        if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, bwd) || cf_watch_end(ctx, &w, bwd))
+            return;
+    }
+    /* And then a real forward makes backward work; a failed forward of
+     * another batch changes nothing of its record. */
     if (cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
         return;
+    for (int k = 0; k < kinds; k++) {
+        failed_forward_t f;
+        failed_forward_kinds(&s, &f, k);
+        if (f.batch == n || f.batch < 1 || f.batch > 16)
+            continue;
+        char fwd[160], bwd[240];
+        snprintf(fwd, sizeof fwd, "forward with %s", f.what);
+        snprintf(bwd, sizeof bwd, "backward(B=%d) after a forward(B=%d) and a failed forward with %s",
+                 f.batch, n, f.what);
+        rc = a->forward(s.h, f.params, f.x, f.batch, f.out, f.flags, NULL);
+        if (cf_expect_status(ctx, rc, f.want, fwd))
+            return;
+        cf_stage(ctx, "%s", bwd);
+        if (cf_watch_begin(ctx, &w, &s.b))
+            return;
+        rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, f.batch, &s.b.grads, 0, NULL);
+        if (cf_expect_status(ctx, rc, AUXTRUNK_E_BATCH_MISMATCH, bwd) || cf_watch_end(ctx, &w, bwd))
+            return;
+        if (cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
+            return;
+    }
+    cf_pass_detail(ctx, "fresh handle, after only an infer, after failed forwards of %d kinds: "
+                   "E_NO_FORWARD; failed forwards leave an earlier record as it was", kinds);
 }
 
 /* ------------------------------------------------------------------------- */

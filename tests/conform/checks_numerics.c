@@ -456,6 +456,179 @@ void check_stopgrad_x_unchanged(cf_ctx_t *ctx)
                    "infer, backward and backward(ACCUMULATE)");
 }
 
+/* Host structs the plugin reads during init and the entry, each in a
+ * read-only page flush against a PROT_NONE one. */
+static int ro_structs(cf_ctx_t *ctx, const cf_plugin_t *pl)
+{
+    cf_pages_t cfg_pg, host_pg;
+    const auxtrunk_config_t cfg = cf_config(12, 10, 8, 6, 64);
+    const auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0), 0};
+    if (cf_pages_alloc(&cfg_pg, "the config", sizeof cfg, 1, 1) ||
+        cf_pages_alloc(&host_pg, "the host info", sizeof host, 1, 1))
+        return cf_fail(ctx, "runner: mmap failed");
+    memcpy(cfg_pg.p, &cfg, sizeof cfg);
+    memcpy(host_pg.p, &host, sizeof host);
+    cf_pages_protect(&cfg_pg, 0);
+    cf_pages_protect(&host_pg, 0);
+    cf_pages_t *const pgs[2] = {&cfg_pg, &host_pg};
+    cf_pages_watch(ctx, pgs, 2);
+    cf_stage(ctx, "init with its const config in a read-only page");
+    cf_pages_call("init");
+    auxtrunk_handle_t *h = NULL;
+    int32_t rc = pl->api.init((const auxtrunk_config_t *)cfg_pg.p, &h);
+    cf_stage(ctx, "the entry with its const host info in a read-only page");
+    cf_pages_call("the entry");
+    auxtrunk_api_t api;
+    memset(&api, 0, sizeof api);
+    api.struct_size = sizeof api;
+    int32_t erc = pl->entry((const auxtrunk_host_info_t *)host_pg.p, &api);
+    cf_pages_unwatch();
+    if (cf_expect_status(ctx, rc, AUXTRUNK_OK, "init with its config in a read-only page") ||
+        cf_expect_status(ctx, erc, AUXTRUNK_OK, "the entry with its host info in a read-only page"))
+        return -1;
+    pl->api.destroy(h);
+    cf_pages_free(&cfg_pg);
+    cf_pages_free(&host_pg);
+    return 0;
+}
+
+/* One round of forward, infer and backward with x, dout and the six
+ * parameters in read-only pages, flush against the PROT_NONE page after
+ * (at_end) or before them. */
+static int ro_inputs(cf_ctx_t *ctx, const cf_plugin_t *pl, int at_end)
+{
+    const int B = 37;
+    problem_t p;
+    cf_ref_t r;
+    if (problem_make(ctx, pl, &p, sg_topo, B, 0) || cf_ref_make(&r, &p.in))
+        return -1;
+    cf_pages_t pg[2 + CF_NPARAM];
+    const float *src[2 + CF_NPARAM] = {p.in.x, p.in.dout};
+    size_t n[2 + CF_NPARAM] = {(size_t)B * sg_topo.enc, (size_t)B * sg_topo.aux};
+    const char *names[2 + CF_NPARAM] = {"x", "dout"};
+    for (int i = 0; i < CF_NPARAM; i++) {
+        src[2 + i] = p.in.p[i];
+        n[2 + i] = cf_param_len(p.in.d, i);
+        names[2 + i] = cf_param_names[i];
+    }
+    cf_pages_t *pgs[2 + CF_NPARAM];
+    for (int i = 0; i < 2 + CF_NPARAM; i++) {
+        if (cf_pages_alloc(&pg[i], names[i], n[i] * 4, 4, at_end))
+            return cf_fail(ctx, "runner: mmap failed");
+        memcpy(pg[i].p, src[i], n[i] * 4);
+        cf_pages_protect(&pg[i], 0);
+        pgs[i] = &pg[i];
+    }
+    const float *x = (const float *)pg[0].p, *dout = (const float *)pg[1].p;
+    const auxtrunk_params_t params = {sizeof params, 0, (const float *)pg[2].p, (const float *)pg[3].p,
+                                      (const float *)pg[4].p, (const float *)pg[5].p,
+                                      (const float *)pg[6].p, (const float *)pg[7].p};
+    auxtrunk_config_t cfg = cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
+    auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
+    if (!h)
+        return -1;
+    const auxtrunk_api_t *a = &pl->api;
+    const char *where = at_end ? "flush against a PROT_NONE page after them"
+                               : "flush against a PROT_NONE page before them";
+    cf_pages_watch(ctx, pgs, 2 + CF_NPARAM);
+    for (int c = 0; c < 4; c++) {
+        char call[64];
+        snprintf(call, sizeof call, "%s(B=%d)", sg_calls[c].name, B);
+        cf_stage(ctx, "%s with x, dout and the parameters in read-only pages %s", call, where);
+        cf_pages_call(call);
+        int32_t rc = c == 0 ? a->forward(h, &params, x, B, p.b.out.p, 0, NULL)
+                   : c == 1 ? a->infer(h, &params, x, B, p.b.out.p, 0, NULL)
+                            : a->backward(h, &params, x, dout, B, &p.b.grads,
+                                          c == 3 ? AUXTRUNK_BACKWARD_ACCUMULATE : 0, NULL);
+        if (rc != AUXTRUNK_OK) {
+            cf_pages_unwatch();
+            return cf_fail(ctx, "%s with inputs in read-only pages returned %s", call,
+                           cf_status_name(rc));
+        }
+        if (c == 3)
+            break;
+        if (cf_bufs_fetch(&p.b, &p.o, c < 2, c == 2))
+            return cf_fail(ctx, "runner: cannot read results");
+        char what[160];
+        snprintf(what, sizeof what, "%s with inputs in read-only pages", call);
+        if (cf_expect_close_all(ctx, what, &p.in, &p.o, &r, c < 2, c == 2, CF_TOL, NULL))
+            return -1;
+    }
+    cf_pages_unwatch();
+    a->destroy(h);
+    for (int i = 0; i < 2 + CF_NPARAM; i++)
+        cf_pages_free(&pg[i]);
+    problem_free(&p);
+    cf_ref_free(&r);
+    return 0;
+}
+
+void check_stopgrad_inputs_read_only(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    if (ro_structs(ctx, pl))
+        return;
+    if (pl->space != CF_SPACE_HOST) {
+        cf_pass_detail(ctx, "config and host info in read-only pages (x, dout and the parameters "
+                       "are device memory: see stopgrad.x_unchanged)");
+        return;
+    }
+    if (ro_inputs(ctx, pl, 1) || ro_inputs(ctx, pl, 0))
+        return;
+    cf_pass_detail(ctx, "config, host info, x, dout and the parameters in read-only pages, each "
+                   "against a PROT_NONE page after it and then before it");
+}
+
+/* backward's x and params are its own arguments: given equal copies in
+ * other buffers, with the forward's buffers poisoned, it gives the same
+ * gradients. */
+void check_stopgrad_backward_inputs(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    const int B = 37;
+    cf_setup_t s;
+    cf_ref_t r;
+    cf_bufs_t copy;
+    cf_outputs_t want;
+    if (cf_setup_make(ctx, pl, &s, sg_topo, B) || cf_ref_make(&r, &s.in) ||
+        cf_outputs_make(&want, &s.in))
+        return;
+    if (cf_bufs_make(&copy, pl->space, &s.in, 4)) {
+        cf_fail(ctx, "runner: cannot allocate plugin buffers: %s", cfd_error());
+        return;
+    }
+    if (cf_forward(ctx, pl, s.h, &s.b, B, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, B, 0, &want, NULL))
+        return;
+    /* The forward's own x and parameters now hold NaN. */
+    if (cf_buf_fill(&s.b.x, CF_POISON_NAN)) {
+        cf_fail(ctx, "runner: cannot poison x: %s", cfd_error());
+        return;
+    }
+    for (int i = 0; i < CF_NPARAM; i++)
+        if (cf_buf_fill(&s.b.p[i], CF_POISON_NAN)) {
+            cf_fail(ctx, "runner: cannot poison %s: %s", cf_param_names[i], cfd_error());
+            return;
+        }
+    const char *what = "backward given equal copies of x and the parameters in other buffers "
+                       "(the forward's own poisoned with NaN)";
+    cf_stage(ctx, "%s", what);
+    int32_t rc = pl->api.backward(s.h, &copy.params, copy.x.p, copy.dout.p, B, &copy.grads, 0, NULL);
+    if (cf_expect_status(ctx, rc, AUXTRUNK_OK, what) || cf_plugin_wait(ctx, pl, "backward"))
+        return;
+    if (cf_bufs_fetch(&copy, &s.o, 0, 1)) {
+        cf_fail(ctx, "runner: cannot read results: %s", cfd_error());
+        return;
+    }
+    if (cf_expect_close_all(ctx, what, &s.in, &s.o, &r, 0, 1, CF_TOL, NULL))
+        return;
+    if (claims(pl, AUXTRUNK_CAP_DETERMINISTIC) &&
+        cf_expect_same_all(ctx, "DETERMINISTIC: backward on the copies vs on the forward's buffers",
+                           &s.in, &s.o, &want, 0, 1))
+        return;
+    pl->api.destroy(s.h);
+    cf_pass_detail(ctx, "backward reads x and the parameters through its own arguments");
+}
+
 void check_stopgrad_outputs_written(cf_ctx_t *ctx)
 {
     const cf_plugin_t *pl = &ctx->pl;
