@@ -378,36 +378,47 @@ void check_negotiate_host_range(cf_ctx_t *ctx)
                 AUXTRUNK_VERSION_MAJOR_OF(top), AUXTRUNK_VERSION_MINOR_OF(top));
         return;
     }
+    /* The plugin speaks [1.0, top]: each host range gets the highest common
+     * version, or E_ABI_VERSION if there is none (minors compared, not only
+     * majors) or the range is inverted. */
     const struct {
         uint32_t lo, hi;
-        int ok;        /* expected OK? */
-        uint32_t want; /* then this version (0: the plugin's top) */
         const char *what;
     } cases[] = {
-        {V(0, 0), V(0, 9), 0, 0, "below"},
-        {V(0, 0), V(0, 0xFFFF), 0, 0, "below"},
-        {V(0, 5), V(1, 0), 1, V(1, 0), "overlapping from below"},
-        {V(1, 0), V(1, 0), 1, V(1, 0), "exactly 1.0"},
-        {V(0, 1), V(3, 0), 1, 0, "around"},
-        {V(1, 0), V(2, 7), 1, 0, "overlapping from above"},
-        {V(2, 0), V(2, 5), 0, 0, "above"},
-        {V(7, 0), V(9, 0), 0, 0, "far above"},
-        {V(1, 0), V(0, 9), 0, 0, "abi_min > abi_max"},
-        {V(2, 0), V(1, 0), 0, 0, "abi_min > abi_max"},
+        {V(0, 0), V(0, 9), "below"},
+        {V(0, 0), V(0, 0xFFFF), "below"},
+        {V(0, 5), V(1, 0), "overlapping from below"},
+        {V(1, 0), V(1, 0), "exactly 1.0"},
+        {V(0, 1), V(3, 0), "around"},
+        {V(1, 0), V(2, 7), "overlapping from above"},
+        {V(1, 0), V(1, 1), "1.0 to 1.1"},
+        {V(0, 9), V(1, 2), "0.9 to 1.2"},
+        {V(1, 1), V(1, 5), "inside major 1, above 1.0"},
+        {V(1, 3), V(1, 3), "exactly 1.3"},
+        {V(1, 0xFFFF), V(2, 0), "1.65535 to 2.0"},
+        {V(2, 0), V(2, 5), "above"},
+        {V(7, 0), V(9, 0), "far above"},
+        {V(1, 0), V(0, 9), "abi_min > abi_max"},
+        {V(2, 0), V(1, 0), "abi_min > abi_max"},
+        {V(1, 5), V(1, 1), "abi_min > abi_max inside major 1"},
+        {V(1, 1), V(1, 0), "abi_min > abi_max inside major 1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        uint32_t v = 0;
-        rc = negotiate(ctx, pl.entry, cases[i].lo, cases[i].hi, &v);
+        uint32_t v = 0, lo = cases[i].lo, hi = cases[i].hi;
+        rc = negotiate(ctx, pl.entry, lo, hi, &v);
         if (cf_done(ctx))
             return;
-        unsigned lmj = AUXTRUNK_VERSION_MAJOR_OF(cases[i].lo), lmn = AUXTRUNK_VERSION_MINOR_OF(cases[i].lo);
-        unsigned hmj = AUXTRUNK_VERSION_MAJOR_OF(cases[i].hi), hmn = AUXTRUNK_VERSION_MINOR_OF(cases[i].hi);
-        if (!cases[i].ok) {
+        unsigned lmj = AUXTRUNK_VERSION_MAJOR_OF(lo), lmn = AUXTRUNK_VERSION_MINOR_OF(lo);
+        unsigned hmj = AUXTRUNK_VERSION_MAJOR_OF(hi), hmn = AUXTRUNK_VERSION_MINOR_OF(hi);
+        uint32_t common_lo = lo > V(1, 0) ? lo : V(1, 0), common_hi = hi < top ? hi : top;
+        if (lo > hi || common_lo > common_hi) {
             if (rc != AUXTRUNK_E_ABI_VERSION) {
                 if (rc == AUXTRUNK_OK)
                     cf_fail(ctx, "host range [%u.%u, %u.%u] (%s): answered %u.%u, expected "
-                            "AUXTRUNK_E_ABI_VERSION", lmj, lmn, hmj, hmn, cases[i].what,
-                            AUXTRUNK_VERSION_MAJOR_OF(v), AUXTRUNK_VERSION_MINOR_OF(v));
+                            "AUXTRUNK_E_ABI_VERSION (the plugin speaks 1.0 to %u.%u)", lmj, lmn,
+                            hmj, hmn, cases[i].what, AUXTRUNK_VERSION_MAJOR_OF(v),
+                            AUXTRUNK_VERSION_MINOR_OF(v), AUXTRUNK_VERSION_MAJOR_OF(top),
+                            AUXTRUNK_VERSION_MINOR_OF(top));
                 else
                     cf_fail(ctx, "host range [%u.%u, %u.%u] (%s) returned %s, expected "
                             "AUXTRUNK_E_ABI_VERSION", lmj, lmn, hmj, hmn, cases[i].what,
@@ -416,25 +427,22 @@ void check_negotiate_host_range(cf_ctx_t *ctx)
             }
             continue;
         }
-        uint32_t want = cases[i].want ? cases[i].want : top;
-        if (want > cases[i].hi)
-            want = cases[i].hi;
         if (rc != AUXTRUNK_OK) {
             cf_fail(ctx, "host range [%u.%u, %u.%u] (%s) returned %s", lmj, lmn, hmj, hmn,
                     cases[i].what, cf_status_name(rc));
             return;
         }
-        if (v < cases[i].lo || v > cases[i].hi) {
+        if (v < lo || v > hi) {
             cf_fail(ctx, "host range [%u.%u, %u.%u] (%s): answered %u.%u, outside the host's range",
                     lmj, lmn, hmj, hmn, cases[i].what, AUXTRUNK_VERSION_MAJOR_OF(v),
                     AUXTRUNK_VERSION_MINOR_OF(v));
             return;
         }
-        if (v != want) {
+        if (v != common_hi) {
             cf_fail(ctx, "host range [%u.%u, %u.%u] (%s): answered %u.%u, expected the highest "
                     "common version %u.%u", lmj, lmn, hmj, hmn, cases[i].what,
                     AUXTRUNK_VERSION_MAJOR_OF(v), AUXTRUNK_VERSION_MINOR_OF(v),
-                    AUXTRUNK_VERSION_MAJOR_OF(want), AUXTRUNK_VERSION_MINOR_OF(want));
+                    AUXTRUNK_VERSION_MAJOR_OF(common_hi), AUXTRUNK_VERSION_MINOR_OF(common_hi));
             return;
         }
     }
@@ -510,30 +518,61 @@ static int entry_sizes(cf_ctx_t *ctx)
         if (memcmp(&api, &before, sizeof api) != 0)
             return cf_fail(ctx, "%s failed but wrote into the api table", what);
     }
-    /* A larger (newer host's) table: the plugin writes exactly struct_size
-     * bytes, its entries then zeros, and says how many are valid. */
-    big_struct_t big;
-    const uint32_t big_size = AUXTRUNK_API_SIZE_1_0 + 64;
-    memset(&big, 0xCD, sizeof big);
-    memcpy(big.bytes, &big_size, 4);
-    int32_t rc = entry(&host, (auxtrunk_api_t *)big.bytes);
-    if (cf_expect_status(ctx, rc, AUXTRUNK_OK, "the entry with a 160-byte api table"))
-        return -1;
-    uint32_t valid;
-    memcpy(&valid, big.bytes, 4);
-    if (valid < AUXTRUNK_API_SIZE_1_0 || valid > big_size)
-        return cf_fail(ctx, "the entry with a %u-byte api table set struct_size to %u", big_size, valid);
-    if (memcmp(big.bytes + 4, (const unsigned char *)good + 4, AUXTRUNK_API_SIZE_1_0 - 4) != 0)
-        return cf_fail(ctx, "the entry with a %u-byte api table filled different 1.0 entries", big_size);
-    for (uint32_t i = valid; i < big_size; i++)
-        if (big.bytes[i] != 0)
-            return cf_fail(ctx, "the entry with a %u-byte api table left byte %u (past the valid %u) "
-                           "non-zero: the table must be filled with zeros to the host's size",
-                           big_size, i, valid);
-    for (size_t i = big_size; i < sizeof big.bytes; i++)
-        if (big.bytes[i] != 0xCD)
-            return cf_fail(ctx, "the entry with a %u-byte api table wrote past it (byte %zu)",
-                           big_size, i);
+    /* Host tables of 96 bytes and larger (newer hosts'), each followed by a
+     * canary: the plugin writes exactly struct_size bytes, its entries then
+     * zeros, and says min(host's size, its own) are valid. Its own size is
+     * what it answers to the largest table; a plugin speaking only 1.0 has
+     * the 96-byte 1.0 table. */
+    uint32_t top = 0;
+    {
+        auxtrunk_host_info_t wide = {sizeof wide, V(1, 0), V(1, 0xFFFF), 0};
+        auxtrunk_api_t t;
+        memset(&t, 0, sizeof t);
+        t.struct_size = sizeof t;
+        if (entry(&wide, &t) == AUXTRUNK_OK)
+            top = t.abi_version;
+    }
+    const uint32_t sizes[] = {200, AUXTRUNK_API_SIZE_1_0, AUXTRUNK_API_SIZE_1_0 + 8, 136};
+    uint32_t own = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const uint32_t size = sizes[k];
+        big_struct_t big;
+        memset(&big, 0xCD, sizeof big);
+        memcpy(big.bytes, &size, 4);
+        char what[96];
+        snprintf(what, sizeof what, "the entry with a %u-byte api table", size);
+        int32_t rc = entry(&host, (auxtrunk_api_t *)big.bytes);
+        if (cf_expect_status(ctx, rc, AUXTRUNK_OK, what))
+            return -1;
+        for (size_t i = size; i < sizeof big.bytes; i++)
+            if (big.bytes[i] != 0xCD)
+                return cf_fail(ctx, "%s wrote past it (byte %zu): a plugin writes exactly the "
+                               "host's struct_size bytes", what, i);
+        uint32_t valid;
+        memcpy(&valid, big.bytes, 4);
+        if (valid < AUXTRUNK_API_SIZE_1_0 || valid > size)
+            return cf_fail(ctx, "%s set struct_size to %u, outside [%u, %u]", what, valid,
+                           AUXTRUNK_API_SIZE_1_0, size);
+        if (k == 0) {
+            own = valid;
+            if (top == V(1, 0) && own != AUXTRUNK_API_SIZE_1_0)
+                return cf_fail(ctx, "%s set struct_size to %u: a plugin speaking only ABI 1.0 "
+                               "has the %u-byte 1.0 table, so it must be min(%u, %u) = %u", what,
+                               valid, AUXTRUNK_API_SIZE_1_0, size, AUXTRUNK_API_SIZE_1_0,
+                               AUXTRUNK_API_SIZE_1_0);
+        } else {
+            uint32_t want = size < own ? size : own;
+            if (valid != want)
+                return cf_fail(ctx, "%s set struct_size to %u, expected min(host %u, plugin %u) "
+                               "= %u", what, valid, size, own, want);
+        }
+        if (memcmp(big.bytes + 4, (const unsigned char *)good + 4, AUXTRUNK_API_SIZE_1_0 - 4) != 0)
+            return cf_fail(ctx, "%s filled different 1.0 entries", what);
+        for (uint32_t i = valid; i < size; i++)
+            if (big.bytes[i] != 0)
+                return cf_fail(ctx, "%s left byte %u (past the valid %u) non-zero: the table must "
+                               "be filled with zeros to the host's size", what, i, valid);
+    }
     return 0;
 }
 
