@@ -89,6 +89,16 @@ const cf_check_t cf_checks[] = {
      "one handle used from a different thread for each call"},
     {"thread.entry_strings", CF_LOADED, check_thread_entry_strings,
      "entry and status_string from 8 threads at once"},
+    {"process.fp_environment", CF_MEMORY, check_process_fp_environment,
+     "the caller's MXCSR/x87/rounding kept; results on denormal data independent of it"},
+    {"process.signals", CF_RAW, check_process_signals,
+     "dlopen and every call leave signal dispositions and the signal mask as they were"},
+    {"process.threads", CF_RAW, check_process_threads,
+     "no thread of the plugin's left after the last destroy, nor after dlclose"},
+    {"process.mmap", CF_MEMORY, check_process_mmap,
+     "host plugins: no mmap/munmap/mremap of their own (host memory from the malloc family)"},
+    {"process.stack", CF_MEMORY, check_process_stack,
+     "every entry, production widths, on a thread with a small stack: within AUXTRUNK_MAX_STACK_BYTES"},
 };
 
 const size_t cf_check_count = sizeof cf_checks / sizeof cf_checks[0];

@@ -54,6 +54,12 @@ void check_cuda_stream(cf_ctx_t *ctx);
 void check_cuda_graph(cf_ctx_t *ctx);
 void check_cuda_two_streams(cf_ctx_t *ctx);
 void check_cuda_memory_space(cf_ctx_t *ctx);
+/* 11. process state */
+void check_process_fp_environment(cf_ctx_t *ctx);
+void check_process_signals(cf_ctx_t *ctx);
+void check_process_threads(cf_ctx_t *ctx);
+void check_process_mmap(cf_ctx_t *ctx);
+void check_process_stack(cf_ctx_t *ctx);
 /* 10. threads */
 void check_thread_two_handles(cf_ctx_t *ctx);
 void check_thread_handle_migration(cf_ctx_t *ctx);
