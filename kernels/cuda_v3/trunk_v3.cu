@@ -186,23 +186,6 @@ __device__ __forceinline__ void stage_cols(float *s, const float *g, int k, int 
     }
 }
 
-/* s [k][SW] = rows [j0, j0 + SW) of g [*, k] transposed (s[kk][j] =
- * g[j0 + j][kk]); rows at or past `limit` give zeros. The hidden gradients
- * then read W2ᵀ and W3ᵀ slices in the forward's [k][columns] form. */
-__device__ __forceinline__ void stage_transposed(float *s, const float *g, int k, int j0, int limit)
-{
-    for (int p = threadIdx.x; p < SW * (k / 4); p += NT) {
-        const int j = p % SW, kq = 4 * (p / SW); /* a warp: 32 rows, one piece each */
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (j0 + j < limit)
-            v = *reinterpret_cast<const float4 *>(g + (size_t)(j0 + j) * k + kq);
-        s[(kq + 0) * SW + j] = v.x;
-        s[(kq + 1) * SW + j] = v.y;
-        s[(kq + 2) * SW + j] = v.z;
-        s[(kq + 3) * SW + j] = v.w;
-    }
-}
-
 /* -------------------------------------------------------------- chains -- */
 
 template <int TC>
@@ -223,14 +206,16 @@ __device__ __forceinline__ float comp(float4 v, int q)
     return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }
 
-/* Four reduction steps of a thread's TM x TC outputs: a[i] = 4 values of
- * row i's input, w[q] = TC weights of step q. */
+/* Four reduction steps of a thread's TM x TC outputs, weights stored
+ * [k][8·TC] (a layer's column slice, as the forward reads W): a[i] = 4
+ * values of row i's input, w[q] = the TC weights of step q, contiguous. */
 template <int TM, int TC>
-struct Frag {
+struct FragCols {
     float4 a[TM];
     float w[4][TC];
-    __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int k0)
+    __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
     {
+        (void)ldw;
 #pragma unroll
         for (int i = 0; i < TM; i++)
             a[i] = *reinterpret_cast<const float4 *>(a0 + 16 * i * lda + k0);
@@ -250,20 +235,49 @@ struct Frag {
     }
 };
 
-/* acc[i][c] = chain over k < K (ascending) of a[row i][k] · w[k][c], with
- * the next four steps' operands loaded while the current four issue. a0:
- * this thread's first row (rows 16 apart), w0: its first column of a slice
- * stored [k][8·TC]. K is a multiple of 4. */
+/* The same with weights stored [column][ldw] (rows of W3 and W2, k
+ * contiguous, as the hidden gradients read them): the thread's columns are
+ * 8 apart (c = group + 8 j), so the 8 groups of a warp read 8 consecutive
+ * rows, 4 banks apart; w[j] = 4 steps of column j. */
 template <int TM, int TC>
+struct FragRows {
+    float4 a[TM];
+    float4 w[TC];
+    __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
+    {
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+            a[i] = *reinterpret_cast<const float4 *>(a0 + 16 * i * lda + k0);
+#pragma unroll
+        for (int j = 0; j < TC; j++)
+            w[j] = *reinterpret_cast<const float4 *>(w0 + 8 * j * ldw + k0);
+    }
+    __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
+    {
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TC; j++)
+                    acc[i][j] = fmaf(comp(a[i], q), comp(w[j], q), acc[i][j]);
+    }
+};
+
+/* acc[i][c] = chain over k < K (ascending) of a[row i][k] · w(k, c), with
+ * the next four steps' operands loaded while the current four issue. a0:
+ * this thread's first row (rows 16 apart), w0: its first column of the
+ * slice (layout by the fragment kind). K is a multiple of 4. */
+template <class Frag, int TM, int TC>
 __device__ __forceinline__ void chain(float (&acc)[TM][TC], const float *a0, int lda,
-                                      const float *w0, int K)
+                                      const float *w0, int ldw, int K)
 {
-    Frag<TM, TC> cur, nxt;
-    cur.load(a0, lda, w0, 0);
+    Frag cur, nxt;
+    cur.load(a0, lda, w0, ldw, 0);
 #pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += 4) {
         if (k0 + 4 < K)
-            nxt.load(a0, lda, w0, k0 + 4);
+            nxt.load(a0, lda, w0, ldw, k0 + 4);
         cur.run(acc);
         cur = nxt;
     }
@@ -389,7 +403,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     wait_copies<1>(); /* x and W1 */
     __syncthreads();
     if (in1) {
-        chain<TM, 4>(a1, xs + rg * ldx, ldx, w1s + 4 * cg, f.enc);
+        chain<FragCols<TM, 4>>(a1, xs + rg * ldx, ldx, w1s + 4 * cg, SW, f.enc);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -410,7 +424,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     __syncthreads();
     mbar_wait0(bar1);
     if (in2) {
-        chain<TM, 4>(a2, h1s + rg * ld1, ld1, w2s + 4 * cg, f.n1);
+        chain<FragCols<TM, 4>>(a2, h1s + rg * ld1, ld1, w2s + 4 * cg, SW, f.n1);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -426,7 +440,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     __syncthreads();
     mbar_wait0(bar2);
     if (in3) {
-        chain<TM, TC3>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, f.n2);
+        chain<FragCols<TM, TC3>>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
         store_rows<TM, TC3>(f.out, f.aux, row0, rg, c3, f.batch, a3);
     }
 }
@@ -443,10 +457,11 @@ struct Bwd {
 };
 
 /* Shared memory of the backward, in floats: the row-local stage (dout rows,
- * dh2 rows, W3ᵀ and W2ᵀ slices), then, reused, the gradient tiles' slabs. */
+ * dh2 rows, this block's rows of W3 and W2), then, reused, the gradient
+ * tiles' slabs. */
 __host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
 {
-    return (size_t)imax(16 * tm * (aux + 4) + 16 * tm * (n2 + 4) + aux * SW + n2 * SW,
+    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4),
                         STAGES * SLAB * 2 * 32);
 }
 
@@ -610,6 +625,49 @@ __device__ void bias_tile(const Bwd &f, const GradOf &G, int pairs, int pair, in
     put1(f, G.b, pairs, pair, n, b1 - b0 > CHUNK ? part[0] + part[1] : part[0]);
 }
 
+/* Stores this thread's TM x 4 outputs (columns c0 + cg + 8 j of rows
+ * rg + 16 i, the FragRows layout) to g [*, n] and, with push, into the
+ * buffer s [R][ld] of every block of the cluster (counted on bar). */
+template <int TM>
+__device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int c0, int cg,
+                                         int batch, const float (&v)[TM][4], float *s, int ld,
+                                         unsigned bar)
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int c = c0 + cg + 8 * j;
+        if (c >= n)
+            continue;
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            const int row = row0 + rg + 16 * i;
+            if (s)
+#pragma unroll
+                for (unsigned b = 0; b < CL; b++)
+                    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], "
+                                 "%1, [%2];" ::"r"(peer(smem_u32(s + (rg + 16 * i) * ld + c), b)),
+                                 "f"(v[i][j]), "r"(peer(bar, b))
+                                 : "memory");
+            if (row < batch)
+                g[(size_t)row * n + c] = v[i][j];
+        }
+    }
+}
+
+/* Post-activations y [*, n] at this thread's FragRows outputs (0 outside). */
+template <int TM>
+__device__ __forceinline__ void load_y(float (&y)[TM][4], const float *g, int n, int row0, int rg,
+                                       int c0, int cg, int batch)
+{
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int row = row0 + rg + 16 * i, c = c0 + cg + 8 * j;
+            y[i][j] = row < batch && c < n ? g[(size_t)row * n + c] : 0.0f;
+        }
+}
+
 template <int TM>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_kernel(Bwd f)
 {
@@ -617,74 +675,61 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     extern __shared__ __align__(16) float smem[];
     __shared__ __align__(8) unsigned long long bar;
     const int ldd = f.aux + 4, ld2 = f.n2 + 4;
-    float *ds = smem;              /* [R][ldd]: dout rows */
-    float *d2s = ds + R * ldd;     /* [R][ld2]: dh2_pre rows, filled by every block */
-    float *w3t = d2s + R * ld2;    /* [aux][SW]: W3ᵀ, this block's H2 columns */
-    float *w2t = w3t + f.aux * SW; /* [n2][SW]: W2ᵀ, this block's H1 columns */
+    float *ds = smem;             /* [R][ldd]: dout rows */
+    float *d2s = ds + R * ldd;    /* [R][ld2]: dh2_pre rows, filled by every block */
+    float *w3s = d2s + R * ld2;   /* [SW][ldd]: rows of W3 (H2 index) of this block */
+    float *w2s = w3s + SW * ldd;  /* [SW][ld2]: rows of W2 (H1 index) of this block */
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
     const int rg = threadIdx.x / 8, cg = threadIdx.x % 8;
-    const int c = (int)rank * SW + 4 * cg; /* in H2 (dh2_pre), then in H1 (dh1_pre) */
+    const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bar);
 
-    /* --- dh2_pre, dh1_pre for the cluster's rows ------------------------ */
-    if (threadIdx.x == 0)
-        mbar_init_expect(b2, (unsigned)(R * f.n2 * 4));
-    stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
-    commit();
-    stage_transposed(w3t, f.w3, f.aux, (int)rank * SW, f.n2);
-    stage_transposed(w2t, f.w2, f.n2, (int)rank * SW, f.n1);
-    cluster_arrive_relaxed();
+    /* --- dh2_pre, dh1_pre for the cluster's rows (clusters past the batch
+     * only take gradient tiles) ------------------------------------------ */
+    if (row0 < f.batch) {
+        if (threadIdx.x == 0)
+            mbar_init_expect(b2, (unsigned)(R * f.n2 * 4));
+        stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
+        stage_rows(w3s, ldd, f.w3, f.aux, c0, SW, f.n2);
+        commit();
+        stage_rows(w2s, ld2, f.w2, f.n2, c0, SW, f.n1);
+        commit();
+        cluster_arrive_relaxed();
 
-    /* Post-activations for ELU', read while the copies fly. */
-    const bool in2 = c < f.n2, in1 = c < f.n1;
-    float y2[TM][4], y1[TM][4], a[TM][4];
-#pragma unroll
-    for (int i = 0; i < TM; i++) {
-        const int row = row0 + rg + 16 * i;
-        float4 v2 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v1 = v2;
-        if (row < f.batch && in2)
-            v2 = *reinterpret_cast<const float4 *>(f.h2 + (size_t)row * f.n2 + c);
-        if (row < f.batch && in1)
-            v1 = *reinterpret_cast<const float4 *>(f.h1 + (size_t)row * f.n1 + c);
-        y2[i][0] = v2.x, y2[i][1] = v2.y, y2[i][2] = v2.z, y2[i][3] = v2.w;
-        y1[i][0] = v1.x, y1[i][1] = v1.y, y1[i][2] = v1.z, y1[i][3] = v1.w;
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            a[i][j] = 0.0f;
-    }
-    wait_copies<0>();
-    __syncthreads();
-    if (in2) {
-        chain<TM, 4>(a, ds + rg * ldd, ldd, w3t + 4 * cg, f.aux);
+        float y2[TM][4], y1[TM][4], a[TM][4] = {};
+        load_y<TM>(y2, f.h2, f.n2, row0, rg, c0, cg, f.batch);
+        load_y<TM>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
+        wait_copies<1>();
+        __syncthreads();
+        chain<FragRows<TM, 4>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y2[i][j]);
-    }
-    cluster_wait();
-    if (in2) {
-        push_rows<TM>(d2s, ld2, rg, c, a, b2);
-        store_rows<TM, 4>(f.dh2, f.n2, row0, rg, c, f.batch, a);
-    }
-    publish(f.flags + blockIdx.x);
+        cluster_wait(); /* every block's mbarrier is initialised */
+        put_rows<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a, d2s, ld2, b2);
+        publish(f.flags + blockIdx.x);
 
-    mbar_wait0(b2); /* every push into this block has landed */
-    if (in1) {
+        wait_copies<0>();
+        __syncthreads();
+        mbar_wait0(b2); /* every push into this block has landed */
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 a[i][j] = 0.0f;
-        chain<TM, 4>(a, d2s + rg * ld2, ld2, w2t + 4 * cg, f.n2);
+        chain<FragRows<TM, 4>>(a, d2s + rg * ld2, ld2, w2s + cg * ld2, ld2, f.n2);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y1[i][j]);
-        store_rows<TM, 4>(f.dh1, f.n1, row0, rg, c, f.batch, a);
+        put_rows<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a, nullptr, 0, 0u);
+    } else {
+        publish(f.flags + blockIdx.x);
     }
     publish(f.flags + MAX_BLOCKS + blockIdx.x); /* also: shared memory is free again */
 
@@ -783,15 +828,22 @@ cudaError_t prepare_tm(int slot)
     return cudaSuccess;
 }
 
-/* Smallest TM whose clusters (at most MAX_CLUSTERS) fit at once; 0 if none. */
-int tm_for(int batch, const int *fit_clusters)
+/* Rows per thread (TM) and clusters of a launch: the smallest TM whose row
+ * blocks fit at once in at most MAX_CLUSTERS clusters; {0, 0} if none. The
+ * backward's grid is all the clusters that fit (its gradient tiles use
+ * every block); the forward's, one per row block. */
+struct Plan {
+    int tm, clusters;
+};
+Plan plan_of(int batch, const int *fit_clusters, bool whole_grid)
 {
     for (int s = 0; s < 3; s++) {
-        const int tm = 1 << s, clusters = (batch + 16 * tm - 1) / (16 * tm);
-        if (clusters <= MAX_CLUSTERS && clusters <= fit_clusters[s])
-            return tm;
+        const int tm = 1 << s, need = (batch + 16 * tm - 1) / (16 * tm);
+        const int cap = fit_clusters[s] < MAX_CLUSTERS ? fit_clusters[s] : MAX_CLUSTERS;
+        if (need <= cap)
+            return {tm, whole_grid ? cap : need};
     }
-    return 0;
+    return {0, 0};
 }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -812,9 +864,9 @@ inline Layout layout_of(atk_dims_t d, int batch)
 }
 
 template <int TM>
-cudaError_t launch_forward(const Fwd &f, cudaStream_t s)
+cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
 {
-    const dim3 grid((unsigned)((f.batch + 16 * TM - 1) / (16 * TM) * CL));
+    const dim3 grid((unsigned)(clusters * CL));
     if (f.aux <= CL * 8 * 2) { /* 16 output columns per block */
         const size_t smem = fwd_floats(TM, f.enc, f.n1, f.n2, 2) * 4;
         v3_forward_kernel<TM, 2><<<grid, NT, smem, s>>>(f);
@@ -826,13 +878,13 @@ cudaError_t launch_forward(const Fwd &f, cudaStream_t s)
 }
 
 template <int TM>
-cudaError_t launch_backward(const Bwd &f, cudaStream_t s)
+cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
 {
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeCooperative;
     at[0].val.cooperative = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((f.batch + 16 * TM - 1) / (16 * TM) * CL));
+    cfg.gridDim = dim3((unsigned)(clusters * CL));
     cfg.blockDim = dim3(NT);
     cfg.dynamicSmemBytes = bwd_floats(TM, f.n2, f.aux) * 4;
     cfg.stream = s;
@@ -892,17 +944,19 @@ extern "C" cudaError_t v3_prepare(void)
 extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                                   float *h1, float *h2, float *out, cudaStream_t stream)
 {
-    const int tm = tm_for(batch, g_fwd_clusters);
+    Plan plan = plan_of(batch, g_fwd_clusters, false);
+    if (plan.tm == 0) /* more row blocks than fit at once: two waves of 64-row blocks */
+        plan = {4, (batch + 63) / 64};
     const bool fused = v3_supported(d) && batch <= V3_MAX_BATCH && aligned16(x) &&
                        aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) &&
                        aligned16(h1) && aligned16(h2) && aligned16(out);
-    if (!fused || tm == 0)
+    if (!fused || plan.clusters > MAX_CLUSTERS)
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
     const Fwd f = {x, p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1, h2, out,
                    batch, d.enc, d.h1, d.h2, d.aux};
-    return tm == 1 ? launch_forward<1>(f, stream)
-         : tm == 2 ? launch_forward<2>(f, stream)
-                   : launch_forward<4>(f, stream);
+    return plan.tm == 1 ? launch_forward<1>(f, plan.clusters, stream)
+         : plan.tm == 2 ? launch_forward<2>(f, plan.clusters, stream)
+                        : launch_forward<4>(f, plan.clusters, stream);
 }
 
 extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -910,9 +964,9 @@ extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const fl
                                    const atk_grads_t *g, int accumulate, float *workspace,
                                    cudaStream_t stream)
 {
-    const int tm = tm_for(batch, g_bwd_clusters);
+    const Plan plan = plan_of(batch, g_bwd_clusters, true);
     float *const grad[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
-    bool fused = g_cooperative && tm != 0 && v3_supported(d) && batch <= V3_MAX_BATCH &&
+    bool fused = g_cooperative && plan.tm != 0 && v3_supported(d) && batch <= V3_MAX_BATCH &&
                  aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
                  aligned16(p->w2) && aligned16(p->w3) && aligned16(workspace);
     for (int i = 0; i < 6; i++)
@@ -935,7 +989,7 @@ extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const fl
     cudaError_t e = cudaMemsetAsync(f.flags, 0, FLAGS * sizeof(unsigned), stream);
     if (e != cudaSuccess)
         return e;
-    return tm == 1 ? launch_backward<1>(f, stream)
-         : tm == 2 ? launch_backward<2>(f, stream)
-                   : launch_backward<4>(f, stream);
+    return plan.tm == 1 ? launch_backward<1>(f, plan.clusters, stream)
+         : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
+                        : launch_backward<4>(f, plan.clusters, stream);
 }
