@@ -24,9 +24,8 @@
 #include "util.h"
 #include "vet.h"
 
-#ifndef AUXTRUNK_HOST_VERSION
-#define AUXTRUNK_HOST_VERSION "1.0.0"
-#endif
+#include "auxtrunk_version.h"
+#define AUXTRUNK_HOST_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
 /* Texts                                                                     */

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE /* realpath */
 #include "trust.h"
 
+#include "auxtrunk_loader.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,16 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The installed loader's rule (auxtrunk_plugin_check_mode), on what was stat'ed. */
 int ath_trust_stat(const struct stat *st, const char *what, const char *path, ath_err_t *err)
 {
-    if (st->st_mode & (S_IWGRP | S_IWOTH))
-        return ath_errf(err, "%s %s is writable by %s (mode %04o); refusing it", what, path,
-                        (st->st_mode & S_IWOTH) ? "others" : "its group",
-                        (unsigned)(st->st_mode & 07777));
-    if (st->st_uid != geteuid() && st->st_uid != 0)
-        return ath_errf(err, "%s %s is owned by uid %u, neither this user (uid %u) nor root; "
-                             "refusing it",
-                        what, path, (unsigned)st->st_uid, (unsigned)geteuid());
+    char msg[sizeof err->msg];
+    if (auxtrunk_plugin_check_mode((uint32_t)st->st_mode, (uint32_t)st->st_uid, what, path, msg,
+                                   sizeof msg) != AUXTRUNK_LOAD_OK)
+        return ath_errf(err, "%s", msg);
     return 0;
 }
 
