@@ -1173,7 +1173,7 @@ inline int pick_rows(int m, int n, bool row16)
 
 /* Tile of the weight-gradient launch with `rows` grid rows: sized by the
  * largest of the three problems (W1 or W2). */
-inline int pick_grads(v2_dims_t d, int rows)
+inline int pick_grads(atk_dims_t d, int rows)
 {
     const int wm = d.enc > d.h1 ? d.enc : d.h1, wn = d.h1 > d.h2 ? d.h1 : d.h2;
     return pick(wm, wn, rows);
@@ -1183,7 +1183,7 @@ inline int pick_grads(v2_dims_t d, int rows)
  * when the pairs alone still fill the GPU with the same tile (large
  * batches: half the partials, the same speed), else 1 (mid batches, where
  * halving the blocks would force a smaller tile). */
-inline int fold_of(v2_dims_t d, int nc)
+inline int fold_of(atk_dims_t d, int nc)
 {
     if (GRAD_FOLD == 1 || nc <= 1)
         return 1;
@@ -1192,7 +1192,7 @@ inline int fold_of(v2_dims_t d, int nc)
 }
 
 /* Tree nodes (partials in the workspace) of a batch of nc chunks. */
-inline int nodes_of(v2_dims_t d, int nc)
+inline int nodes_of(atk_dims_t d, int nc)
 {
     const int f = fold_of(d, nc);
     return (nc + f - 1) / f;
@@ -1344,7 +1344,7 @@ extern "C" cudaError_t v2_prepare(void)
     return v2_rows_prepare();
 }
 
-extern "C" cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_t *p,
+extern "C" cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p,
                                                    float *w2t, float *w3t, cudaStream_t stream)
 {
     if (!p || !p->w2 || !p->w3 || !w2t || !w3t)
@@ -1362,7 +1362,7 @@ extern "C" cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_
     return cudaGetLastError();
 }
 
-extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
+extern "C" size_t v2_workspace_floats(atk_dims_t d, int max_batch)
 {
     /* The most tree nodes of any batch up to max_batch (folding makes the
      * count non-monotonic in the batch). */
@@ -1376,7 +1376,7 @@ extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
            (size_t)nodes * v2_grad_layout(d).off[6];
 }
 
-extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
+extern "C" cudaError_t v2_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                                   float *h1, float *h2, float *out, cudaStream_t stream)
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !out)
@@ -1414,9 +1414,9 @@ extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float
     return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream, true);
 }
 
-extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x,
                                    const float *h1, const float *h2, const float *dout, int batch,
-                                   const v2_grads_t *gr, int accumulate, float *workspace,
+                                   const atk_grads_t *gr, int accumulate, float *workspace,
                                    cudaStream_t stream)
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)

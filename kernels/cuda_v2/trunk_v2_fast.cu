@@ -417,7 +417,7 @@ cudaError_t gemm(const FGemm &g, int k, cudaStream_t s)
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Weight-gradient tiles per batch chunk. */
-inline int grad_tiles(v2_dims_t d)
+inline int grad_tiles(atk_dims_t d)
 {
     return cdiv(d.enc, BM) * cdiv(d.h1, BN) + cdiv(d.h1, BM) * cdiv(d.h2, BN) +
            cdiv(d.h2, BM) * cdiv(d.aux, BN);
@@ -439,13 +439,13 @@ cudaError_t prepare_kernel(F *f)
 
 /* ---------------------------------------------------------- public API -- */
 
-extern "C" int v2_fast_supported(v2_dims_t d)
+extern "C" int v2_fast_supported(atk_dims_t d)
 {
     return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 && d.h1 % 4 == 0 &&
            d.h2 % 4 == 0 && d.aux % 4 == 0;
 }
 
-extern "C" size_t v2_fast_workspace_floats(v2_dims_t d, int max_batch)
+extern "C" size_t v2_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
     const size_t exact = v2_workspace_floats(d, max_batch);
     if (!v2_fast_supported(d))
@@ -469,7 +469,7 @@ extern "C" cudaError_t v2_fast_prepare(void)
     return cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(fast_reduce_kernel));
 }
 
-extern "C" cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" cudaError_t v2_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x,
                                        int batch, float *h1, float *h2, float *out,
                                        cudaStream_t stream)
 {
@@ -501,9 +501,9 @@ extern "C" cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const 
     return gemm<true, false, EPI_BIAS>(g3, d.h2, stream);
 }
 
-extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
                                         const float *h1, const float *h2, const float *dout,
-                                        int batch, const v2_grads_t *gr, int accumulate,
+                                        int batch, const atk_grads_t *gr, int accumulate,
                                         float *workspace, cudaStream_t stream)
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
