@@ -1390,28 +1390,14 @@ extern "C" cudaError_t v2_forward(atk_dims_t d, const atk_params_t *p, const flo
     /* Layers 2 and 3 start during the layer before them and copy their
      * weights before waiting for it (trunk_v2_pdl.cuh); layer 1 is an
      * ordinary launch, after whatever the caller queued. */
-    const Gemm g1 = Gemm::shape(batch, d.h1)
-                        .with_a(x, d.enc)
-                        .with_b(p->w1, d.h1)
-                        .with_c(h1, d.h1)
-                        .with_bias(p->b1);
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream, false)) != cudaSuccess)
+    Gemm g[3];
+    v2gemm::forward_layers(g, d, batch, p, x, h1, h2, out);
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g[0], d.enc, vec, stream, false)) != cudaSuccess)
         return e;
-    const Gemm g2 = Gemm::shape(batch, d.h2)
-                        .with_a(h1, d.h1)
-                        .with_b(p->w2, d.h2)
-                        .with_c(h2, d.h2)
-                        .with_bias(p->b2)
-                        .with_b_early();
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, vec, stream, true)) != cudaSuccess)
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g[1].with_b_early(), d.h1, vec, stream, true)) !=
+        cudaSuccess)
         return e;
-    const Gemm g3 = Gemm::shape(batch, d.aux)
-                        .with_a(h2, d.h2)
-                        .with_b(p->w3, d.aux)
-                        .with_c(out, d.aux)
-                        .with_bias(p->b3)
-                        .with_b_early();
-    return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream, true);
+    return gemm<true, false, EPI_BIAS>(g[2].with_b_early(), d.h2, vec, stream, true);
 }
 
 extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -1433,41 +1419,32 @@ extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const fl
     if (batch <= ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
         if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
             return e;
-    } else if (vec && batch >= DH_TRANSPOSE_MIN_BATCH) {
-        if ((e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
-            return e;
-        /* W3ᵀ comes from the transpose just before: no early copy of it. */
-        const Gemm g2 = Gemm::shape(batch, d.h2)
-                            .with_a(dout, d.aux)
-                            .with_b(W.w3t, d.h2)
-                            .with_c(dh2, d.h2)
-                            .with_y(h2);
-        if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)) != cudaSuccess)
-            return e;
-        const Gemm g1 = Gemm::shape(batch, d.h1)
-                            .with_a(dh2, d.h2)
-                            .with_b(W.w2t, d.h1)
-                            .with_c(dh1, d.h1)
-                            .with_y(h1)
-                            .with_b_early();
-        if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
-            return e;
     } else {
-        /* W3 [H2, AUX] and W2 [H1, H2] read in place: B k-contiguous. */
+        /* Large aligned batches read W2ᵀ and W3ᵀ from copies made just
+         * before (B d-contiguous, the forward's orientation; no early copy of
+         * W3ᵀ, which that launch writes); others read W2 [H1, H2] and
+         * W3 [H2, AUX] in place (B k-contiguous). */
+        const bool tr = vec && batch >= DH_TRANSPOSE_MIN_BATCH;
+        if (tr && (e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
+            return e;
         const Gemm g2 = Gemm::shape(batch, d.h2)
                             .with_a(dout, d.aux)
-                            .with_b(p->w3, d.aux)
+                            .with_b(tr ? W.w3t : p->w3, tr ? d.h2 : d.aux)
                             .with_c(dh2, d.h2)
                             .with_y(h2);
-        if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false)) != cudaSuccess)
+        e = tr ? gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)
+               : gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false);
+        if (e != cudaSuccess)
             return e;
         const Gemm g1 = Gemm::shape(batch, d.h1)
                             .with_a(dh2, d.h2)
-                            .with_b(p->w2, d.h2)
+                            .with_b(tr ? W.w2t : p->w2, tr ? d.h1 : d.h2)
                             .with_c(dh1, d.h1)
                             .with_y(h1)
                             .with_b_early();
-        if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
+        e = tr ? gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)
+               : gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true);
+        if (e != cudaSuccess)
             return e;
     }
 
@@ -1478,19 +1455,11 @@ extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const fl
     const size_t P = L.off[6];
     const bool direct = nc == 1;
     GradGroup G = {};
-    /* dW = aᵀ · g over the chunk: A(m = feature, k = sample) is m-contiguous. */
-    G.dw[0] = Gemm::shape(d.enc, d.h1)
-                  .with_a(x, d.enc)
-                  .with_b(dh1, d.h1)
-                  .with_c(direct ? gr->dw1 : partials + L.off[0], d.h1);
-    G.dw[1] = Gemm::shape(d.h1, d.h2)
-                  .with_a(h1, d.h1)
-                  .with_b(dh2, d.h2)
-                  .with_c(direct ? gr->dw2 : partials + L.off[2], d.h2);
-    G.dw[2] = Gemm::shape(d.h2, d.aux)
-                  .with_a(h2, d.h2)
-                  .with_b(dout, d.aux)
-                  .with_c(direct ? gr->dw3 : partials + L.off[4], d.aux);
+    const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
+    float *const dw_dst[3] = {direct ? gr->dw1 : partials + L.off[0],
+                              direct ? gr->dw2 : partials + L.off[2],
+                              direct ? gr->dw3 : partials + L.off[4]};
+    v2gemm::weight_grads(G.dw, d, acts, grads, dw_dst);
     G.g[0] = dh1, G.g[1] = dh2, G.g[2] = dout;
     G.db[0] = direct ? gr->db1 : partials + L.off[1];
     G.db[1] = direct ? gr->db2 : partials + L.off[3];
