@@ -676,8 +676,8 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
      * waiting for the previous launch (trunk_v2_pdl.cuh): they join the
      * first commit group, which the first wait covers. Not in the 128-row
      * tiles: at the batches that take them the early copies are worth
-     * nothing, and the branch cost the 8x8 kernels' register schedule 2.5%
-     * at B = 65,536 (H200 probe). */
+     * nothing, and the branch costs the 8x8 kernels' register schedule
+     * (docs/perf-notes.md, decided settings). */
     const bool pre = BM < 128 && g.b_pre;
     if (pre) {
 #pragma unroll
@@ -1094,8 +1094,7 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
  * forward's orientation (A k-contiguous, B d-contiguous). A copy moves
  * values only: the chains, and so the bits, are unchanged. */
 /* Smallest batch whose hidden gradients take the transposed copies: below
- * it the copy's launch costs more than it saves (H200: 2-4 us slower up to
- * B = 8,192, 9 us faster at 16,384, 34 us at 65,536; docs/perf-notes.md). */
+ * it the copy's launch costs more than it saves (docs/perf-notes.md). */
 constexpr int DH_TRANSPOSE_MIN_BATCH = 16384;
 constexpr int TP = 32; /* transpose tile edge; blocks of TP x 8 threads */
 
@@ -1138,9 +1137,7 @@ __global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
  * blocks than multiprocessors, smaller tiles win because the small batches
  * of RL are latency-bound. 128 rather than 132: the widths are powers of
  * two, so tile counts are too, and 128 blocks of the larger tile (4 SMs
- * idle) beat 512 of the next smaller one (H200 probe, graph step: B = 2,048
- * 127 -> 93 us, 8,192 276 -> 260 us, no batch slower; 64 or 32 as the bound
- * were slower at 4,096 by 53 and 69 us). */
+ * idle) beat 512 of the next smaller one (docs/perf-notes.md, 2.3). */
 constexpr int FULL_WAVE = 128;
 
 inline int tiles(int m, int n, int bm, int bn)
@@ -1160,10 +1157,9 @@ inline int pick(int m, int n, int mult)
 /* Tile rows of a forward or hidden-gradient launch: when even the 16 x 32
  * tiles (1 x 2 per thread) fit one wave at one block per SM, they put twice
  * as many multiprocessors to work as 32 x 32 tiles; at B = 256 a 256-wide
- * layer is 64 blocks of 32 x 32 (64 of 132 SMs) or 128 of 16 x 32 (H200
- * probe, eager step: B = 129 / 192 / 256 -3.5 / -2.7 / -2.9 us; at 384,
- * where 192 blocks of 16 x 32 would stack two on some SMs, +6.8 us, hence
- * the one-wave bound). Only for the async tile with A k-contiguous
+ * layer is 64 blocks of 32 x 32 (64 of 132 SMs) or 128 of 16 x 32. Beyond
+ * one wave (B = 384: 192 blocks, two on some SMs) they are slower, hence the
+ * bound (docs/perf-notes.md, 2.4). Only for the async tile with A k-contiguous
  * (`row16`: VEC and A_KC), whose fragment loads have a 1-wide form. */
 inline int pick_rows(int m, int n, bool row16)
 {
