@@ -282,14 +282,11 @@ int32_t auxtrunk_plugin_check_mode(uint32_t mode, uint32_t uid, const char *what
 /* The directory part of path ("." for a bare name, "/" for a top-level file). */
 static void auxtrunk_load_dir_of_(const char *path, char *dir, size_t n)
 {
-    snprintf(dir, n, "%s", path);
-    char *slash = strrchr(dir, '/');
+    const char *slash = strrchr(path, '/');
     if (!slash)
         snprintf(dir, n, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
     else
-        *slash = '\0';
+        snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
 }
 
 static int32_t auxtrunk_load_check_dir_(const char *dir, char *msg, size_t n)

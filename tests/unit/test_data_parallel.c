@@ -19,6 +19,7 @@
 #include "auxtrunk_canon.h"
 #include "auxtrunk_loader.h"
 #include "bits.h"
+#include "layout.h" /* host_stub's flat parameter layout */
 #include "rng.h"
 
 #ifndef CPU_PLUGIN
@@ -44,19 +45,6 @@ static const auxtrunk_api_t *api(void)
     return &pl.api;
 }
 
-/* The six tensors of a flat [W1 b1 W2 b2 W3 b3] buffer. */
-static auxtrunk_grads_t flat(float *w)
-{
-    const auxtrunk_config_t *c = &k_config;
-    auxtrunk_grads_t g = {.struct_size = sizeof g, .dw1 = w};
-    g.db1 = g.dw1 + AUXTRUNK_W1_COUNT(c);
-    g.dw2 = g.db1 + c->h1;
-    g.db2 = g.dw2 + AUXTRUNK_W2_COUNT(c);
-    g.dw3 = g.db2 + c->h2;
-    g.db3 = g.dw3 + AUXTRUNK_W3_COUNT(c);
-    return g;
-}
-
 /* Gradients of samples [first, first + n) of x/dout, on a handle of their own. */
 static void backward_of(const float *w, const float *x, const float *dout, int first, int n,
                         float *grads)
@@ -64,14 +52,12 @@ static void backward_of(const float *w, const float *x, const float *dout, int f
     const auxtrunk_api_t *a = api();
     auxtrunk_handle_t *h = NULL;
     ck_assert_int_eq(a->init(&k_config, &h), AUXTRUNK_OK);
-    auxtrunk_grads_t gw = flat((float *)w);
-    auxtrunk_params_t p = {.struct_size = sizeof p, .w1 = gw.dw1, .b1 = gw.db1, .w2 = gw.dw2,
-                           .b2 = gw.db2, .w3 = gw.dw3, .b3 = gw.db3};
+    auxtrunk_params_t p = ath_params_view(&k_config, w);
     float *out = malloc((size_t)n * AUX * sizeof *out);
     ck_assert(out != NULL);
     const float *xs = x + (size_t)first * ENC, *ds = dout + (size_t)first * AUX;
     ck_assert_int_eq(a->forward(h, &p, xs, n, out, 0, NULL), AUXTRUNK_OK);
-    auxtrunk_grads_t g = flat(grads);
+    auxtrunk_grads_t g = ath_grads_view(&k_config, grads);
     ck_assert_int_eq(a->backward(h, &p, xs, ds, n, &g, 0, NULL), AUXTRUNK_OK);
     ck_assert_int_eq(a->destroy(h), AUXTRUNK_OK);
     free(out);
