@@ -89,8 +89,8 @@ int main(int argc, char **argv)
     const char *failed;
     int32_t rc;
 
-    CHECK("a stream (a MEM_CUDA plugin needs a build with CUDA)",
-          space_open(cuda, &stream) ? AUXTRUNK_E_UNSUPPORTED : AUXTRUNK_OK);
+    const char *no_stream = space_open(cuda, &stream);
+    CHECK(no_stream ? no_stream : "stream", no_stream ? AUXTRUNK_E_DEVICE : AUXTRUNK_OK);
     CHECK("init", api->init(&cfg, &h));
     CHECK("host memory", host ? AUXTRUNK_OK : AUXTRUNK_E_OUT_OF_MEMORY);
     for (size_t i = 0; i < P; i++) /* the target network starts as a copy */
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     CHECK("copy back", space_get(cuda, stream, host, dev, total) ? AUXTRUNK_E_DEVICE
                                                                   : AUXTRUNK_OK);
     const float *out = host + 3 * P + X + Y;
-    CHECK("target infer equal to the forward",
+    CHECK("target infer differs from forward on equal parameters",
           memcmp(out, out + Y, Y * sizeof *out) ? AUXTRUNK_E_INTERNAL : AUXTRUNK_OK);
 
     const char *graph = "not claimed";
@@ -138,8 +138,9 @@ int main(int argc, char **argv)
               ok ? AUXTRUNK_OK : captured != AUXTRUNK_OK ? captured : AUXTRUNK_E_DEVICE);
         int same = memcmp(host, host + total, total * sizeof *host) == 0;
         graph = same ? "replayed, bit-identical to the eager step" : "replayed, results differ";
-        CHECK("a deterministic replay", same || !(api->caps & AUXTRUNK_CAP_DETERMINISTIC)
-                                            ? AUXTRUNK_OK : AUXTRUNK_E_INTERNAL);
+        int deterministic = (api->caps & AUXTRUNK_CAP_DETERMINISTIC) != 0;
+        CHECK("deterministic, yet the replay differs",
+              same || !deterministic ? AUXTRUNK_OK : AUXTRUNK_E_INTERNAL);
     }
 #endif
     printf("auxtrunk-example: %s [%s], %s memory, B=%d: forward, backward, infer ok, "
@@ -147,7 +148,7 @@ int main(int argc, char **argv)
            api->impl_name, api->kernel_version, cuda ? "CUDA device" : "host", B, out[0], graph);
 done:
     if (rc != AUXTRUNK_OK)
-        fprintf(stderr, "auxtrunk-example: %s: %s failed: %s\n", api->impl_name, failed,
+        fprintf(stderr, "auxtrunk-example: %s: %s: %s\n", api->impl_name, failed,
                 h && api->last_error(h)[0] ? api->last_error(h) : auxtrunk_status_message(rc));
     if (h)
         api->destroy(h);
