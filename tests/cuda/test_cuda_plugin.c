@@ -629,6 +629,29 @@ START_TEST(exact_production)
 }
 END_TEST
 
+#if CUDA_SMALL_BATCHES
+/* A plugin with its own small-batch path (cuda-v3, B <= 1,024): every row
+ * block size it picks (16, 32, 64 rows per cluster), partial row blocks,
+ * one chunk, a pair of chunks, two pairs, the bound and one past it (the
+ * cuda-v2 kernels), on production and on small topologies inside its domain
+ * (widths multiples of 4, at most 256; AUX <= 128 and above). */
+START_TEST(exact_small_batches)
+{
+    REQUIRE_GPU();
+    static const sweep_t sweeps[] = {
+        {PRODUCTION, 1025, {1, 2, 15, 16, 17, 31, 32, 0}, 64, 1},
+        {PRODUCTION, 1025, {33, 97, 127, 128, 129, 255, 256, 0}, 64, 1},
+        {PRODUCTION, 1025, {257, 300, 383, 509, 511, 512, 513, 0}, 64, 1},
+        {PRODUCTION, 1025, {640, 769, 1021, 1023, 1024, 1025, 0}, 0, 1},
+        {{20, 36, 12, 8}, 1024, {1, 17, 256, 257, 513, 600, 1024, 0}, 1 << 30, 1},
+        {{4, 4, 4, 4}, 1024, {1, 3, 255, 256, 511, 769, 1024, 0}, 1 << 30, 1},
+        {{256, 64, 32, 200}, 700, {1, 64, 65, 300, 700, 0}, 1 << 30, 1},
+    };
+    run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x5b);
+}
+END_TEST
+#endif
+
 /* ------------------------------------------------------------------------- */
 /* Accumulate, record, graphs                                                */
 
@@ -1364,6 +1387,9 @@ static Suite *make_suite(const char *mode)
         tcase_set_timeout(tc, 1200);
         tcase_add_test(tc, exact_small_topologies);
         tcase_add_test(tc, exact_production);
+#if CUDA_SMALL_BATCHES
+        tcase_add_test(tc, exact_small_batches);
+#endif
         tcase_add_test(tc, accumulate_adds_once);
         tcase_add_test(tc, infer_keeps_the_record);
         tcase_add_test(tc, graph_replay_equals_eager);
