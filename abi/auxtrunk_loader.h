@@ -107,6 +107,20 @@ static inline const char *auxtrunk_load_status_name(int32_t status)
     return "unknown";
 }
 
+/* What a loader status means in general; the message buffer says what
+ * happened in one load. "unknown loader status" otherwise. */
+static inline const char *auxtrunk_load_status_message(int32_t status)
+{
+    switch (status) {
+#define AUXTRUNK_LOAD_MESSAGE_ROW_(name, value, word, meaning) \
+    case (value):                                              \
+        return meaning;
+        AUXTRUNK_LOAD_STATUS_MAP(AUXTRUNK_LOAD_MESSAGE_ROW_)
+#undef AUXTRUNK_LOAD_MESSAGE_ROW_
+    }
+    return "unknown loader status";
+}
+
 /* One loaded plugin. Zero-initialised (or after unload) it is empty. */
 typedef struct auxtrunk_plugin {
     void *lib;                   /* dlopen handle; NULL when nothing is loaded */
