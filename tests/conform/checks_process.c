@@ -465,6 +465,14 @@ void check_process_stack(cf_ctx_t *ctx)
         cf_fail(ctx, "runner: cannot allocate buffers");
         return;
     }
+    /* One round on the main thread first: one-time setup (a CUDA runtime
+     * loading its modules on first use) is not a call's stack. */
+    auxtrunk_config_t cfg = cf_config(t.enc, t.h1, t.h2, t.aux, t.max_batch);
+    auxtrunk_handle_t *warm = cf_init(ctx, pl, &cfg);
+    if (!warm || cf_forward(ctx, pl, warm, &b, B, NULL, NULL) ||
+        cf_backward(ctx, pl, warm, &b, B, 0, NULL, NULL) ||
+        cf_expect_status(ctx, pl->api.destroy(warm), AUXTRUNK_OK, "destroy"))
+        return;
     const size_t size = AUXTRUNK_MAX_STACK_BYTES + STACK_MARGIN;
     unsigned char *map = mmap(NULL, STACK_RESERVE + size, PROT_NONE,
                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
