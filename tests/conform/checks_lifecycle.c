@@ -428,14 +428,14 @@ void check_lifecycle_memory_usage(cf_ctx_t *ctx)
         cf_fail(ctx, "a host-memory plugin reports %llu device bytes", (unsigned long long)m.device_bytes);
         return;
     }
-    /* The record forward keeps for backward (h1 and h2 for max_batch rows)
-     * lives in the plugin's memory space. */
+    /* The handle owns at least the record forward keeps for backward: h1
+     * and h2 for max_batch rows, wherever it keeps them. */
     const uint64_t record = 4ull * (uint64_t)cfg.max_batch * (uint64_t)(cfg.h1 + cfg.h2);
-    const uint64_t in_space = pl->space == CF_SPACE_HOST ? m.host_bytes : m.device_bytes;
-    if (in_space < record) {
-        cf_fail(ctx, "memory_usage reports %llu %s bytes, less than the record alone (h1 and h2 "
-                "for max_batch rows: %llu bytes)", (unsigned long long)in_space,
-                pl->space == CF_SPACE_HOST ? "host" : "device", (unsigned long long)record);
+    if (m.host_bytes + m.device_bytes < record) {
+        cf_fail(ctx, "memory_usage reports %llu host and %llu device bytes, less than the record "
+                "alone (h1 and h2 for max_batch rows: %llu bytes)",
+                (unsigned long long)m.host_bytes, (unsigned long long)m.device_bytes,
+                (unsigned long long)record);
         return;
     }
     if (cf_expect_status(ctx, a->memory_usage(h, NULL), AUXTRUNK_E_NULL_POINTER,
