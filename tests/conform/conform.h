@@ -26,10 +26,11 @@
 #include <stdint.h>
 
 #include "auxtrunk.h"
+#include "auxtrunk_version.h"
 #include "ref64.h"
 #include "rng.h"
 
-#define CONFORM_VERSION "1.0.0"
+#define CONFORM_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
 /* Options (parent) and checks                                               */
@@ -108,10 +109,12 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd);
 /* ------------------------------------------------------------------------- */
 /* Plugin loading and status names (plugin.c)                                */
 
-/* dlopen(RTLD_NOW | RTLD_LOCAL) and resolve the entry only. Returns 0, or -1
- * with a reason in why. */
+/* auxtrunk_plugin_open (abi/auxtrunk_loader.h: permission and ELF checks,
+ * dlopen(RTLD_NOW | RTLD_LOCAL), the entry) only. Returns 0, or -1 with a
+ * reason in why. */
 int cf_plugin_open(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
-/* cf_plugin_open, then negotiate [1.0, 1.0] and sanity-check the table. */
+/* cf_plugin_open, then auxtrunk_plugin_negotiate over [1.0, 1.0] (the
+ * loader's table checks). */
 int cf_plugin_load(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
 /* For checks that load the plugin themselves (CF_RAW): cf_plugin_load into
  * pl, or a skip naming why (load.table fails for it). Returns 0 or -1. */
