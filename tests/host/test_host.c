@@ -428,6 +428,7 @@ static const refusal_t refusals[] = {
     {"directory without plugin", "@empty", ATH_LOAD_NO_FILE, "libauxtrunk.so does not exist"},
     {"not ELF", "@notelf", ATH_LOAD_NOT_LOADABLE, "not an ELF file"},
     {"truncated ELF", "@truncated", ATH_LOAD_NOT_LOADABLE, "truncated"},
+    {"group-writable file", "@groupw", ATH_LOAD_PERMISSIONS, "writable by its group"},
     {"no entry symbol", FX_DIR "/no_export", ATH_LOAD_NO_ENTRY, "auxtrunk_plugin_entry"},
     {"ABI too new", FX_DIR "/abi_new", ATH_LOAD_ABI, "incompatible ABI"},
     {"ABI too old", FX_DIR "/abi_old", ATH_LOAD_ABI, "incompatible ABI"},
@@ -452,14 +453,45 @@ static const char *refusal_dir(const refusal_t *r)
     if (strcmp(r->dir, "@notelf") == 0) {
         const char text[] = "this is not a shared object\n";
         tst_spit(file, text, sizeof text - 1, 0644);
-    } else if (strcmp(r->dir, "@truncated") == 0) {
+    } else if (strcmp(r->dir, "@truncated") == 0 || strcmp(r->dir, "@groupw") == 0) {
         size_t n;
         char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &n);
-        tst_spit(file, so, n / 3, 0644);
+        if (r->dir[1] == 't')
+            tst_spit(file, so, n / 3, 0644);
+        else
+            tst_spit(file, so, n, 0664);
         free(so);
     }
     return d;
 }
+
+/* --plugin NAME looks in $AUXTRUNK_PLUGIN_PATH first. */
+START_TEST(test_loader_named)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *root = tst_path_in("roots");
+    char dir[4200], file[4300], path[4300];
+    snprintf(dir, sizeof dir, "%s/mine", root);
+    snprintf(file, sizeof file, "%s/libauxtrunk.so", dir);
+    ck_assert(mkdir(root, 0755) == 0 && mkdir(dir, 0755) == 0);
+    size_t n;
+    char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &n);
+    tst_spit(file, so, n, 0644);
+    free(so);
+    char list[9000];
+    snprintf(list, sizeof list, "%s/none:%s", tst_scratch_dir(), root);
+    ck_assert(setenv("AUXTRUNK_PLUGIN_PATH", list, 1) == 0);
+    ath_err_t err = {{0}};
+    ck_assert_msg(ath_plugin_named("mine", path, sizeof path, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(path, file);
+    ath_plugin_t pl;
+    ck_assert_msg(ath_plugin_load(path, &pl, &err) == ATH_LOAD_OK, "%s", err.msg);
+    ck_assert_str_eq(pl.api.impl_name, "cpu-ref");
+    ath_plugin_unload(&pl);
+    ck_assert(unsetenv("AUXTRUNK_PLUGIN_PATH") == 0);
+    tst_scratch_done();
+}
+END_TEST
 
 START_TEST(test_loader_refuses)
 {
@@ -1366,6 +1398,7 @@ static Suite *host_suite(const char *name)
         tcase_add_loop_test(tc, test_loader_refuses, 0,
                             (int)(sizeof refusals / sizeof refusals[0]));
         tcase_add_test(tc, test_loader_init_refused);
+        tcase_add_test(tc, test_loader_named);
         tcase_add_test(tc, test_loader_cpu_plugin);
         tcase_add_test(tc, test_cli_refusals);
         tcase_add_test(tc, test_cuda_space);
