@@ -7,7 +7,8 @@
  * crashes, hangs or corrupts memory takes down only the child running one
  * check, which then fails with the reason ("killed by signal 11
  * (Segmentation fault) during init", "timed out after 60 s during forward").
- * Each child leads its own process group, and a timeout kills the group.
+ * Each child leads its own process group, and a timeout kills the group
+ * (host_stub/supervise.c, the same supervised child as the host's vetting).
  *
  * Exit status: 0 every selected check passed or was skipped; 1 at least one
  * failed; 2 usage error (bad option, no plugin path, a plugin or reference
