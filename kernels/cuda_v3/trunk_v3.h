@@ -21,7 +21,7 @@
  *             hidden layer's slice into all eight blocks by st.async,
  *             completing on the receiver's mbarrier (no cluster barrier per
  *             layer).
- *   backward: one cooperative cluster launch (after a memset of its 1.5 KiB
+ *   backward: one cooperative cluster launch (after a memset of its 48 KiB
  *             of flags): dh2_pre and dh1_pre row-local as in the forward
  *             (dh2_pre pushed to the cluster), written to the workspace;
  *             then every block takes weight- and bias-gradient tiles (dW3,
@@ -32,7 +32,7 @@
  *             pair (B > 512) a flag grid barrier, then the last tree level.
  *
  * Workspace: v3_workspace_floats = the larger of cuda-v2's workspace and the
- * fused path's (384 flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
+ * fused path's (48 KiB of flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
  * and two tree nodes of every parameter when max_batch > 512): the two paths
  * never run in one call, so they share it.
  */
