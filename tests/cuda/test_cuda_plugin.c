@@ -24,7 +24,6 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +33,8 @@
 
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"
+#define AUXTRUNK_LOADER_IMPLEMENTATION
+#include "auxtrunk_loader.h"
 #include "bits.h"
 #include "canon32.h"
 #include "ref64.h"
@@ -78,15 +79,15 @@ static const auxtrunk_api_t *plugin(plugin_t *p)
         return &p->api;
     if (!p->path[0])
         return NULL;
-    p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(p->dl != NULL, "dlopen %s: %s", p->path, dlerror());
-    auxtrunk_entry_fn entry;
-    void *sym = dlsym(p->dl, AUXTRUNK_ENTRY_SYMBOL);
-    ck_assert_msg(sym != NULL, "%s has no %s", p->path, AUXTRUNK_ENTRY_SYMBOL);
-    memcpy(&entry, &sym, sizeof entry);
-    auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_ABI_VERSION, AUXTRUNK_ABI_VERSION, 0};
-    p->api.struct_size = sizeof p->api;
-    ck_assert_int_eq(entry(&host, &p->api), AUXTRUNK_OK);
+    auxtrunk_plugin_t so;
+    char msg[AUXTRUNK_LOAD_MESSAGE_MAX];
+    int32_t st = auxtrunk_plugin_open(&so, p->path, NULL, msg, sizeof msg);
+    if (st == AUXTRUNK_LOAD_OK)
+        st = auxtrunk_plugin_negotiate(&so, AUXTRUNK_ABI_VERSION, AUXTRUNK_ABI_VERSION, msg,
+                                       sizeof msg);
+    ck_assert_msg(st == AUXTRUNK_LOAD_OK, "%s", msg);
+    p->dl = so.lib;
+    p->api = so.api;
     return &p->api;
 }
 
