@@ -8,10 +8,9 @@
  * t%16 + 16·i (i < TM) and on TC columns of its group t/16, so a warp
  * covers 16·TM rows × 2 groups: per four reduction steps it reads 16
  * distinct activation rows (16-byte loads) and only 2 distinct weight
- * pieces per load. On the H200 a 16-byte shared load with 4 or more
- * distinct addresses costs 4 cycles and one with 1 or 2 costs 2
- * (docs/floors-h200.md): this layout halves the weight loads' cost against
- * 4 rows × 8 groups (8 distinct pieces).
+ * pieces per load: a wide shared load costs more once its warp touches 4
+ * or more distinct addresses, less with 1 or 2 (docs/floors-h200.md), so
+ * this layout halves the weight loads' cost against 4 rows × 8 groups.
  *
  * Exactness: each output is one thread's fmaf chain over its reduction
  * index, ascending, from the bias (forward) or 0 (hidden and weight
@@ -35,8 +34,11 @@
 
 #include "auxtrunk_canon.h"
 #include "trunk_v2.h"
+#include "trunk_v3_sync.cuh"
 
 namespace {
+
+using namespace v3sync;
 
 constexpr int CL = 8;          /* blocks per cluster */
 constexpr int NT = 128;        /* threads per block: 16 row groups x 8 column groups */
@@ -59,66 +61,14 @@ static_assert(V3_MAX_BATCH <= MAX_CLUSTERS * 16 * 4, "TM = 4 covers the largest 
 
 /* ------------------------------------------------------------ plumbing -- */
 
-__device__ __forceinline__ unsigned smem_u32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ unsigned cluster_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-/* The same shared-memory address in block `rank` of the cluster. */
-__device__ __forceinline__ unsigned peer(unsigned addr, unsigned rank)
-{
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-
-/* Cluster barrier halves: the arrive is relaxed (it only says "my mbarriers
- * are initialised", published by fence.mbarrier_init); the wait acquires. */
-__device__ __forceinline__ void cluster_arrive_relaxed()
-{
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait()
-{
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
 /* An mbarrier expecting one arrival (the owner's expect_tx) and `bytes` of
- * st.async data in its first phase. */
+ * st.async data in its first phase; mbar_wait0 waits for that phase. */
 __device__ __forceinline__ void mbar_init_expect(unsigned bar, unsigned bytes)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
+    mbar_init(bar, 1);
+    mbar_expect_tx(bar, bytes);
 }
-
-/* Waits for the first phase of a local mbarrier (its data pushed by peers). */
-__device__ __forceinline__ void mbar_wait0(unsigned bar)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "WAIT: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n"
-                 "@!p bra WAIT;\n"
-                 "}" ::"r"(bar)
-                 : "memory");
-}
-
-/* 16 bytes into a peer's shared memory, counted on the peer's mbarrier. */
-__device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)
-{
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
-                 "{%1, %2, %3, %4}, [%5];" ::"r"(dst),
-                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-                 : "memory");
-}
+__device__ __forceinline__ void mbar_wait0(unsigned bar) { mbar_wait(bar, 0); }
 
 __device__ __forceinline__ void copy16(float *dst, const float *src, bool valid)
 {
@@ -131,17 +81,6 @@ template <int N>
 __device__ __forceinline__ void wait_copies()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
-{
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
 }
 
 /* Publishes "this block's writes so far are done": every thread's stores
@@ -659,10 +598,7 @@ __device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int 
             if (s)
 #pragma unroll
                 for (unsigned b = 0; b < CL; b++)
-                    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], "
-                                 "%1, [%2];" ::"r"(peer(smem_u32(s + (rg + 16 * i) * ld + c), b)),
-                                 "f"(v[i][j]), "r"(peer(bar, b))
-                                 : "memory");
+                    push4(peer(smem_u32(s + (rg + 16 * i) * ld + c), b), v[i][j], peer(bar, b));
             if (row < batch)
                 g[(size_t)row * n + c] = v[i][j];
         }
