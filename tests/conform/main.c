@@ -425,6 +425,10 @@ int main(int argc, char **argv)
 
     /* Selection. */
     const cf_check_t **sel = calloc(cf_check_count, sizeof *sel);
+    if (!sel) {
+        fprintf(stderr, "auxtrunk-conform: out of memory\n");
+        return 2;
+    }
     size_t n_sel = 0;
     for (int k = 0; k < n_only; k++) {
         int hit = 0;
@@ -432,6 +436,7 @@ int main(int argc, char **argv)
             hit |= matches(only[k], cf_checks[i].name);
         if (!hit) {
             fprintf(stderr, "auxtrunk-conform: --only %s matches no check (see --list)\n", only[k]);
+            free(sel);
             return 2;
         }
     }
@@ -445,11 +450,13 @@ int main(int argc, char **argv)
     if (list) {
         for (size_t i = 0; i < n_sel; i++)
             printf("%-28s %s\n", sel[i]->name, sel[i]->summary);
+        free(sel);
         return 0;
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "auxtrunk-conform: expected exactly one plugin path\n");
         usage(stderr);
+        free(sel);
         return 2;
     }
     opt.plugin = argv[optind];
@@ -482,6 +489,7 @@ int main(int argc, char **argv)
         rep = fopen(report, "w");
         if (!rep) {
             fprintf(stderr, "auxtrunk-conform: cannot write %s: %s\n", report, strerror(errno));
+            free(sel);
             return 2;
         }
     }
