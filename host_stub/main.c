@@ -52,7 +52,9 @@ static const char *exit_codes_help =
     "  3  plugin refused: missing, not loadable, no entry symbol, incompatible ABI,\n"
     "     broken API table, no CUDA support/device, or init failed\n"
     "  4  checkpoint refused (truncated, corrupted, wrong magic/version/topology/\n"
-    "     settings) or could not be written\n";
+    "     settings) or could not be written\n"
+    "  5  a plugin call or the device hung (--call-timeout); the last checkpoint is intact\n"
+    "  130, 143  stopped by SIGINT, SIGTERM (after the final checkpoint, if configured)\n";
 
 static const char *train_intro =
     "Usage: auxtrunk-host [train] [options]\n\n"
@@ -296,6 +298,7 @@ static int cmd_train(int argc, char **argv, int first)
         .steps = ATH_TRAIN_STEPS,
         .seed = ATH_TRAIN_SEED,
         .lr = ATH_TRAIN_LR,
+        .call_timeout_s = ATH_TRAIN_CALL_TIMEOUT_S,
     };
     plugin_list_t plugins = {.n = 0};
     int batch = o.batch;
@@ -321,6 +324,8 @@ static int cmd_train(int argc, char **argv, int first)
         {"log-every", "N", K_U64, &o.log_every, "progress line every N steps (default: about 10 per run)"},
         {"device", "N", K_INT, &o.device, "CUDA device for a CUDA plugin (default: the current one)"},
         {"quiet", NULL, K_FLAG, &o.quiet, "no progress lines, only the summary"},
+        {"no-graph", NULL, K_FLAG, &o.no_graph, "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"},
+        {"call-timeout", "SECONDS", K_DOUBLE, &o.call_timeout_s, "end the run (exit 5) if a plugin call or the device hangs this long (default 120; 0 = never)"},
         {"watch-plugin-dir", NULL, K_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"},
         {"swap-poll-ms", "MS", K_INT, &sw.poll_ms, "hot-swap: poll the directory every MS ms instead of inotify"},
         {"swap-at", "STEP:PATH", K_PLUGIN, &swap_at, "hot-swap: swap to PATH after step STEP (repeatable)"},
@@ -344,6 +349,10 @@ static int cmd_train(int argc, char **argv, int first)
         return ATH_EXIT_USAGE;
     }
     o.batch = batch;
+    if (!(o.call_timeout_s >= 0.0 && o.call_timeout_s <= 1e9)) {
+        fprintf(stderr, "auxtrunk-host train: --call-timeout must be in [0, 1e9] seconds\n");
+        return ATH_EXIT_USAGE;
+    }
     if (o.checkpoint_every && !o.checkpoint) {
         fprintf(stderr, "auxtrunk-host train: --checkpoint-every needs --checkpoint FILE\n");
         return ATH_EXIT_USAGE;

@@ -69,6 +69,7 @@ struct ath_swap {
     double next_poll_s;
     struct stat seen, pending; /* polling: last acted-on and last observed */
     int have_seen, have_pending;
+    int change_seen;         /* ath_swap_due saw the watched file change */
     struct sigaction old_hup;
     int hup_installed;
 
@@ -1109,6 +1110,17 @@ static int watch_changed(ath_swap_t *s)
     return 0;
 }
 
+int ath_swap_due(ath_swap_t *s, uint64_t step)
+{
+    if (s->next_at < s->o.n_at && s->o.at[s->next_at].step <= step)
+        return 1;
+    if (g_hup)
+        return 1;
+    if (s->o.watch && !s->change_seen)
+        s->change_seen = watch_changed(s);
+    return s->change_seen;
+}
+
 int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live)
 {
     int taken = 0;
@@ -1122,7 +1134,9 @@ int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t
             taken += ath_swap_try(s, s->watch_file, "SIGHUP", step, params, live, NULL) ==
                      ATH_SWAP_TAKEN;
     }
-    if (s->o.watch && watch_changed(s))
+    int changed = s->change_seen || (s->o.watch && watch_changed(s));
+    s->change_seen = 0;
+    if (changed)
         taken += ath_swap_try(s, s->watch_file, s->ino_fd >= 0 ? "inotify" : "poll", step, params,
                               live, NULL) == ATH_SWAP_TAKEN;
     return taken;

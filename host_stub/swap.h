@@ -120,6 +120,12 @@ ath_load_status_t ath_swap_open(ath_swap_t *s, const char *dir_or_file, ath_trun
  * pending SIGHUP and directory changes. Returns the number of swaps taken. */
 int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live);
 
+/* Whether ath_swap_poll after `step` has anything to try (a due --swap-at
+ * entry, a SIGHUP, a change of the watched file, which is remembered for that
+ * poll), so that a device-resident trainer syncs and copies its parameters to
+ * the host only then. */
+int ath_swap_due(ath_swap_t *s, uint64_t step);
+
 /* One swap attempt to the file at path (a directory means its
  * libauxtrunk.so). trigger names the cause in the log. Returns the outcome;
  * details in *res if non-NULL. */

@@ -567,7 +567,7 @@ static const bad_ckpt_t bad_ckpts[] = {
     {"corrupted payload", "payload checksum mismatch"},
     {"corrupted header", "header checksum mismatch"},
     {"wrong magic", "bad magic"},
-    {"wrong version", "format version 2"},
+    {"wrong version (an older format)", "format version 1"},
     {"wrong topology", "wrong topology"},
     {"wrong batch", "--batch 8"},
     {"wrong seed", "--seed"},
@@ -593,7 +593,7 @@ START_TEST(test_bad_checkpoint_refused)
     case 4: d[ATH_CKPT_HEADER_SIZE + 123] ^= 0x10; break;
     case 5: d[64] ^= 0x01; break; /* the step field */
     case 6: d[0] = 'X'; break;
-    case 7: d[8] = 2; break;
+    case 7: d[8] = 1; break;
     case 8: topo_h1 = "16"; break;
     case 9: batch = "16"; break;
     case 10: seed = "2"; break;
