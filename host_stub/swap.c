@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #include "layout.h"
+#include "options.h"
 #include "sha256.h"
+#include "supervise.h"
 
 #define SHA_HEX ATH_SHA256_HEX
 
@@ -139,13 +141,15 @@ static const char *version_of(const ath_trunk_t *t, char *buf, size_t n)
 
 int ath_swap_parse_at(const char *text, ath_swap_at_t *at, ath_err_t *err)
 {
-    char *end;
-    errno = 0;
-    unsigned long long step = strtoull(text, &end, 10);
-    if (errno || end == text || *end != ':' || !end[1] || text[0] == '-')
+    const char *colon = strchr(text, ':');
+    char step[32];
+    if (!colon || !colon[1] || colon == text || (size_t)(colon - text) >= sizeof step)
         return ath_errf(err, "--swap-at wants STEP:PATH, got '%s'", text);
-    at->step = (uint64_t)step;
-    at->path = end + 1;
+    memcpy(step, text, (size_t)(colon - text));
+    step[colon - text] = '\0';
+    if (ath_parse_u64(step, 0, UINT64_MAX, "--swap-at STEP", &at->step, err) != 0)
+        return ath_errf(err, "--swap-at wants STEP:PATH with a decimal STEP, got '%s'", text);
+    at->path = colon + 1;
     return 0;
 }
 
@@ -554,6 +558,29 @@ int ath_swap_vet_main(int argc, char **argv)
     return 0;
 }
 
+/* The vetting child: vet_body here (fork), or this program afresh (exec)
+ * with the request file and the pipe as fd 3. */
+typedef struct vet_job {
+    ath_swap_t *s;
+    const vet_req_t *rq;
+    int use_exec;
+    const char *req_file;
+} vet_job_t;
+
+static void vet_child_body(void *arg, int fd)
+{
+    const vet_job_t *j = arg;
+    if (j->use_exec) {
+        if (fd == 3 ? fcntl(fd, F_SETFD, 0) != 0 : dup2(fd, 3) < 0)
+            _exit(127);
+        char *args[] = {(char *)j->s->o.vet_exe, ATH_SWAP_VET_COMMAND, (char *)j->req_file, "3",
+                        NULL};
+        execv(j->s->o.vet_exe, args);
+        _exit(127);
+    }
+    vet_body(j->rq, fd);
+}
+
 /*
  * Runs vet_body in a child and reads its verdict. Returns 0 when the child
  * passed; otherwise -1 with *reason and the message. *ver gets the
@@ -562,7 +589,6 @@ int ath_swap_vet_main(int argc, char **argv)
 static int vet_in_child(ath_swap_t *s, const vet_req_t *rq, vet_version_t *ver,
                         const char **reason, double *child_ms, ath_err_t *err)
 {
-    double t0 = ath_now_s();
     /* A forked child cannot use CUDA once the parent has a context: then the
      * child starts afresh by exec (the request travels in a file). */
     int use_exec = s->o.vet_exe && (s->cuda_used || s->o.vet_exec_always);
@@ -574,85 +600,29 @@ static int vet_in_child(ath_swap_t *s, const vet_req_t *rq, vet_version_t *ver,
             return -1;
         }
     }
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        *reason = R_VETTING;
-        if (req_file[0])
-            unlink(req_file);
-        return ath_errf(err, "pipe: %s", strerror(errno));
-    }
-    fflush(NULL); /* nothing buffered is written twice */
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        if (req_file[0])
-            unlink(req_file);
-        *reason = R_VETTING;
-        return ath_errf(err, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        /* The child: dies with the trainer; never returns into its code. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGHUP, SIG_DFL);
-        close(fds[0]);
-        if (use_exec) {
-            if (dup2(fds[1], 3) < 0)
-                _exit(127);
-            char *args[] = {(char *)s->o.vet_exe, ATH_SWAP_VET_COMMAND, req_file, "3", NULL};
-            execv(s->o.vet_exe, args);
-            _exit(127);
-        }
-        vet_body(rq, fds[1]);
-        _exit(0);
-    }
-    close(fds[1]);
-
-    /* Read everything until EOF or the deadline. */
-    char buf[4096];
-    size_t n = 0;
-    int timed_out = 0;
-    double deadline = t0 + (s->o.vet_timeout_s > 0 ? s->o.vet_timeout_s : ATH_SWAP_VET_TIMEOUT_S);
-    for (;;) {
-        double left = deadline - ath_now_s();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pfd = {fds[0], POLLIN, 0};
-        int pr = poll(&pfd, 1, (int)(left * 1000.0) + 1);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            continue;
-        ssize_t got = read(fds[0], buf + n, sizeof buf - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-        if (n == sizeof buf)
-            break;
-    }
-    close(fds[0]);
-    int status = 0;
-    if (timed_out)
-        kill(pid, SIGKILL);
-    /* After EOF the child is exiting; give it until the deadline, then kill. */
-    while (waitpid(pid, &status, timed_out ? 0 : WNOHANG) == 0) {
-        if (ath_now_s() > deadline + 1.0) {
-            kill(pid, SIGKILL);
-            timed_out = 1;
-            waitpid(pid, &status, 0);
-            break;
-        }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
+    vet_job_t job = {s, rq, use_exec, req_file};
+    ath_child_spec_t spec = {
+        .body = vet_child_body,
+        .arg = &job,
+        .timeout_s = s->o.vet_timeout_s > 0 ? s->o.vet_timeout_s : ATH_SWAP_VET_TIMEOUT_S,
+        .max_output = 4096,
+    };
+    ath_child_t ch;
+    int started = ath_child_run(&spec, &ch, err) == 0;
     if (req_file[0])
         unlink(req_file);
-    *child_ms = (ath_now_s() - t0) * 1e3;
-
+    if (!started) {
+        *reason = R_VETTING;
+        return -1;
+    }
+    *child_ms = ch.seconds * 1e3;
+    char buf[4096];
+    size_t n = ch.len < sizeof buf ? ch.len : sizeof buf;
+    memcpy(buf, ch.out, n);
+    int timed_out = ch.timed_out, status = ch.status;
+    pid_t pid = ch.pid;
+    double limit = spec.timeout_s;
+    ath_child_free(&ch);
     /* Parse: stage tags, the version, the report. */
     char stage = 0;
     const vet_report_t *rep = NULL;
@@ -680,7 +650,7 @@ static int vet_in_child(ath_swap_t *s, const vet_req_t *rq, vet_version_t *ver,
         *reason = R_HUNG;
         return ath_errf(err, "hung during %s: no answer within %.1f s; the vetting child (pid %d) "
                              "was killed",
-                        stage_name(stage), deadline - t0, (int)pid);
+                        stage_name(stage), limit, (int)pid);
     }
     if (WIFSIGNALED(status)) {
         *reason = R_CRASHED;

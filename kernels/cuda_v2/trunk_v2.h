@@ -13,7 +13,7 @@
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
  *   backward: W2ᵀ/W3ᵀ copy (B >= 16,384), dh2_pre, dh1_pre, grouped dW/db
  *             chunk partials, tree (if B > 256; two launches above 16 nodes)
- * For batches up to V2_ROWS_MAX_BATCH (128) the row-local stages run on the
+ * For batches up to 128 (ROWS_MAX_BATCH in trunk_v2.cu) the row-local stages run on the
  * cluster path of trunk_v2_rows.h instead: forward in one launch, dh2_pre and
  * dh1_pre in one launch.
  * Within a call, every launch after the first is a programmatic dependent
@@ -59,6 +59,31 @@ static inline v2_grad_layout_t v2_grad_layout(v2_dims_t d)
     for (int i = 0; i < 6; i++)
         L.off[i + 1] = L.off[i] + size[i];
     return L;
+}
+
+/* The backward workspace of a batch, carved once for the exact and the fast
+ * backward: dh2_pre [B, H2], dh1_pre [B, H1], W2ᵀ [H2, H1], W3ᵀ [AUX, H2],
+ * then the chunk partials (as many as the backward needs, up to the end of
+ * the workspace). floats: what comes before the partials. ws may be NULL
+ * (sizes only). */
+typedef struct v2_workspace {
+    float *dh2, *dh1, *w2t, *w3t, *partials;
+    size_t floats;
+} v2_workspace_t;
+
+static inline v2_workspace_t v2_workspace_carve(v2_dims_t d, int batch, float *ws)
+{
+    const size_t n_dh2 = (size_t)batch * d.h2, n_dh1 = (size_t)batch * d.h1;
+    const size_t n_w2t = (size_t)d.h1 * d.h2, n_w3t = (size_t)d.h2 * d.aux;
+    v2_workspace_t W = {NULL, NULL, NULL, NULL, NULL, n_dh2 + n_dh1 + n_w2t + n_w3t};
+    if (ws) {
+        W.dh2 = ws;
+        W.dh1 = W.dh2 + n_dh2;
+        W.w2t = W.dh1 + n_dh1;
+        W.w3t = W.w2t + n_w2t;
+        W.partials = W.w3t + n_w3t;
+    }
+    return W;
 }
 
 /* Floats of workspace backward needs for batches up to max_batch: dh2_pre
@@ -132,9 +157,7 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
 #define V2_FAST_TOL 1e-2
 
 /* Smallest batch the fast kernels take (see Domain above). */
-#ifndef V2_FAST_MIN_BATCH
 #define V2_FAST_MIN_BATCH 2048
-#endif
 
 /* 1 if the fast kernels take this topology (every width a multiple of 4). */
 int v2_fast_supported(v2_dims_t d);

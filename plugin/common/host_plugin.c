@@ -133,7 +133,7 @@ static int32_t host_destroy(auxtrunk_handle_t *h)
         return AUXTRUNK_OK;
     if (atp_check_handle(h) != AUXTRUNK_OK)
         return AUXTRUNK_E_BAD_HANDLE;
-    h->base.magic = ATP_MAGIC_DEAD; /* a stale pointer reads as dead, not live */
+    atp_handle_base_retire(&h->base); /* a stale pointer reads as dead, not live */
     free(h->bwd_ws);
     free(h->infer_ws);
     free(h->h2);

@@ -7,7 +7,7 @@ const cf_check_t cf_checks[] = {
      "dlopen(RTLD_NOW | RTLD_LOCAL) and the entry symbol resolve; open/close cycles"},
     {"load.symbols", CF_RAW, check_load_symbols,
      "the ELF .dynsym exports exactly auxtrunk_plugin_entry, a function"},
-    {"load.table", CF_LOADED, check_load_table,
+    {"load.table", CF_LOADED | CF_LOAD_VERDICT, check_load_table,
      "negotiated 1.0 table: entries non-NULL, one memory space, names, stable across calls"},
     {"load.init_fast", CF_MEMORY, check_load_init_fast,
      "init/destroy of the production topology return quickly (1 s host, 5 s CUDA)"},

@@ -136,7 +136,10 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd)
         char why[512];
         cf_stage(&ctx, "loading the plugin");
         if (cf_plugin_load(&ctx.pl, opt->plugin, why, sizeof why) != 0) {
-            cf_fail(&ctx, "cannot load the plugin: %s", why);
+            if (c->needs & CF_LOAD_VERDICT)
+                cf_fail(&ctx, "cannot load the plugin: %s", why);
+            else
+                cf_skip(&ctx, "plugin not loadable (load.table fails for it): %s", why);
             goto out;
         }
     }
@@ -166,19 +169,12 @@ out:;
 /* ------------------------------------------------------------------------- */
 /* Status and capability names                                               */
 
-#define CF_STATUS_NAME_ROW_(name, value, msg) {value, "AUXTRUNK_" #name},
-static const struct {
-    int32_t value;
-    const char *name;
-} cf_status_names[] = {AUXTRUNK_STATUS_MAP(CF_STATUS_NAME_ROW_)};
-#undef CF_STATUS_NAME_ROW_
-
 const char *cf_status_name(int32_t s)
 {
     static _Thread_local char buf[64];
-    for (size_t i = 0; i < sizeof cf_status_names / sizeof cf_status_names[0]; i++)
-        if (cf_status_names[i].value == s)
-            return cf_status_names[i].name;
+    const char *name = auxtrunk_status_name(s);
+    if (strcmp(name, "AUXTRUNK_(unknown)") != 0)
+        return name;
     snprintf(buf, sizeof buf, "unknown status %d", (int)s);
     return buf;
 }
@@ -273,6 +269,15 @@ int cf_plugin_load(cf_plugin_t *pl, const char *path, char *why, size_t why_len)
         return -1;
     }
     pl->space = cuda_mem ? CF_SPACE_CUDA : CF_SPACE_HOST;
+    return 0;
+}
+
+int cf_load_or_skip(cf_ctx_t *ctx, cf_plugin_t *pl)
+{
+    char why[512];
+    cf_stage(ctx, "loading the plugin");
+    if (cf_plugin_load(pl, ctx->opt->plugin, why, sizeof why) != 0)
+        return cf_skip(ctx, "plugin not loadable (load.table fails for it): %s", why);
     return 0;
 }
 

@@ -48,6 +48,9 @@ enum { CF_PASS = 0, CF_FAIL = 1, CF_SKIP = 2 };
 #define CF_LOADED 1u     /* plugin loaded and negotiated at 1.0 (ctx->pl) */
 #define CF_MEMORY 3u     /* loaded, and its memory space usable (CUDA set up) */
 #define CF_CUDA_ONLY 7u  /* CF_MEMORY, and skipped for host-memory plugins */
+/* With CF_LOADED: the one check that fails when the plugin cannot be loaded
+ * and negotiated; every other check that needs the plugin is then skipped. */
+#define CF_LOAD_VERDICT 8u
 
 typedef struct cf_ctx cf_ctx_t;
 
@@ -110,6 +113,11 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd);
 int cf_plugin_open(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
 /* cf_plugin_open, then negotiate [1.0, 1.0] and sanity-check the table. */
 int cf_plugin_load(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
+/* For checks that load the plugin themselves (CF_RAW): cf_plugin_load into
+ * pl, or a skip naming why (load.table fails for it). Returns 0 or -1. */
+int cf_load_or_skip(cf_ctx_t *ctx, cf_plugin_t *pl);
+/* The name of the first field in which two API tables differ, or NULL. */
+const char *cf_api_diff(const auxtrunk_api_t *a, const auxtrunk_api_t *b);
 /* Loads opt->reference into ctx->ref. Returns 0, or -1 after cf_skip/cf_fail. */
 int cf_load_reference(cf_ctx_t *ctx);
 /* "AUXTRUNK_E_BATCH (-5)" and the like; static storage for known ones. */

@@ -53,6 +53,15 @@ int main(void)
             EXPECT(rows[i].value != rows[j].value);
             EXPECT(strcmp(rows[i].msg, rows[j].msg) != 0);
         }
+        /* The helpers hosts use instead of expanding the map. */
+        EXPECT(strncmp(auxtrunk_status_name(rows[i].value), "AUXTRUNK_", 9) == 0);
+        EXPECT(strcmp(auxtrunk_status_name(rows[i].value) + 9, rows[i].name) == 0);
+        EXPECT(strcmp(auxtrunk_status_message(rows[i].value), rows[i].msg) == 0);
+    }
+    const int32_t unknown[] = {1, -16, INT32_MIN, INT32_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        EXPECT(strcmp(auxtrunk_status_name(unknown[i]), "AUXTRUNK_(unknown)") == 0);
+        EXPECT(strcmp(auxtrunk_status_message(unknown[i]), "unknown status") == 0);
     }
 
     EXPECT(AUXTRUNK_ABI_VERSION == AUXTRUNK_VERSION(1, 0));

@@ -404,13 +404,11 @@ END_TEST
 START_TEST(test_status_string)
 {
     const auxtrunk_api_t *a = api();
-    int count = 0;
-#define EXPECT_STATUS_(name, value, msg)                       \
-    ck_assert_str_eq(a->status_string(AUXTRUNK_##name), msg); \
-    count++;
-    AUXTRUNK_STATUS_MAP(EXPECT_STATUS_)
-#undef EXPECT_STATUS_
-    ck_assert_int_eq(count, 16);
+    /* Every status of the map, and unknown values around it. */
+    for (int32_t s = -40; s <= 8; s++)
+        ck_assert_str_eq(a->status_string(s), auxtrunk_status_message(s));
+    ck_assert_str_eq(a->status_string(AUXTRUNK_E_ALIAS),
+                     "an output buffer overlaps an input or another output");
     const int32_t unknown[] = {1, 2, -16, -17, 1000, -1000, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++)
         ck_assert_str_eq(a->status_string(unknown[i]), "unknown status");
