@@ -7,10 +7,11 @@
  * behaviour under faults (non-finite gradients, a hung call, SIGTERM, a kill
  * with --quiet).
  *
- * Suites (CK_RUN_SUITE selects one): canon, runs, faults (CPU, in CI); gpu
- * (the same runs on CUDA plugins and the host's CUDA kernels against the
- * host path, bit for bit; every case says "no CUDA device" and the program
- * exits 77 where there is none).
+ * Cases (CK_RUN_CASE selects one): canon, runs, faults (CPU, in CI); gpu
+ * (the same runs on CUDA plugins) and kernels (the host's CUDA kernels
+ * against the host path, bit for bit, in one process, for compute-sanitizer);
+ * without a CUDA device every GPU test says "no CUDA device" and the program
+ * exits 77.
  */
 #define _GNU_SOURCE /* MAP_ANONYMOUS */
 #include <check.h>
@@ -740,7 +741,10 @@ START_TEST(test_gpu_kernels_match_host)
     ath_adam_hp_t hp = ath_adam_settings(1e-3f);
     /* Loss and verdict, over sizes that take 1, 2 and 3 levels of groups. */
     const uint32_t sizes[] = {1, 1000, 1024, 1025, 38400, (1u << 20) + 7, (1u << 21) + 1};
-    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+    /* Quick mode (under compute-sanitizer): one and two levels only. */
+    const char *quick = getenv("AUXTRUNK_CUDA_TEST_QUICK");
+    const size_t n_sizes = quick && *quick && strcmp(quick, "0") != 0 ? 5 : 7;
+    for (size_t c = 0; c < n_sizes; c++) {
         const uint32_t n = sizes[c], np = (n + ATH_CUDA_SEGMENT - 1) / ATH_CUDA_SEGMENT;
         float *out = malloc(n * 4), *tg = malloc(n * 4), *dout = malloc(n * 4), *q = malloc(n * 4);
         float *ddout = malloc(n * 4);
@@ -895,6 +899,10 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_gpu_runs_identical);
     tcase_add_test(tc, test_gpu_cross_device_resume);
     tcase_add_test(tc, test_gpu_swap_chain);
+    suite_add_tcase(s, tc);
+    /* Its own case, so compute-sanitizer can run just the host's kernels. */
+    tc = tcase_create("kernels");
+    tcase_set_timeout(tc, 600);
 #if defined(AUXTRUNK_HOST_HAVE_CUDA)
     tcase_add_test(tc, test_gpu_kernels_match_host);
 #endif
