@@ -69,6 +69,7 @@ typedef struct run {
     double t_start, t_mark, t_sync;
     uint64_t s_mark;
     int probe_due;             /* time the next step's phases */
+    double enqueue_s, wait_s;  /* host time in the engine's step and sync calls */
     int code;                  /* exit code of a STEP_FAIL */
     ath_err_t err;
 } run_t;
@@ -321,11 +322,13 @@ static step_outcome_t sync_report(run_t *r)
     const ath_train_opts_t *o = r->o;
     ath_engine_t *e = r->e;
     ath_watchdog_arm("waiting for the device", e->enqueued);
+    const double t0 = ath_now_s();
     int rc = e->ops->sync(e, &r->err);
     ath_watchdog_disarm();
     if (rc != 0)
         return STEP_FAIL;
     r->t_sync = ath_now_s();
+    r->wait_s += r->t_sync - t0;
     r->probe_due = 1;
     const ath_scalars_t *sc = &e->sc;
     const uint64_t before = r->reported;
@@ -406,7 +409,9 @@ static step_outcome_t run_step(run_t *r)
         }
     }
     ath_watchdog_arm(r->e->lazy ? "enqueueing a step on the device" : "a plugin call", step);
+    const double t0 = ath_now_s();
     int rc = r->e->ops->step(r->e, &r->trunk, r->probe_due, &r->err);
+    r->enqueue_s += ath_now_s() - t0;
     ath_watchdog_disarm();
     if (rc != 0) {
         /* Earlier steps first: an earlier fault is the one to handle. */
@@ -423,27 +428,42 @@ static step_outcome_t run_step(run_t *r)
 /* ------------------------------------------------------------------------- */
 /* The end                                                                   */
 
+/* The host path times every phase of every step with the clock; what is left
+ * of the wall time is the loop's own work. The device path times the phases
+ * of one eagerly enqueued step after each sync (CUDA events, so each phase
+ * includes its launch gap) and, in graph mode, one whole replay; the host's
+ * share is then what it spent enqueueing, waiting at syncs, and on the rest
+ * of the loop, which add up to the wall time. */
 static void timing_summary(const run_t *r, double elapsed, uint64_t ran)
 {
     const ath_engine_t *e = r->e;
     if (!ran || !e->timed)
         return;
-    const double wall_us = elapsed / (double)ran * 1e6;
-    double device_us = 0.0;
+    const double per = 1e6 / (double)ran, wall_us = elapsed * per;
     printf("summary: time per step (mean of %u timed step%s, %s):\n", e->timed,
-           e->timed == 1 ? "" : "s", e->lazy ? "enqueued one by one, CUDA events" : "host clock");
+           e->timed == 1 ? "" : "s",
+           e->lazy ? "enqueued one by one, CUDA events" : "host clock");
+    double phases_us = 0.0;
     for (int p = 0; p < ATH_PHASES; p++) {
         double us = e->phase_us[p] / e->timed;
-        device_us += us;
-        printf("summary:   %-28s %10.1f us\n", ath_phase_names[p], us);
+        phases_us += us;
+        printf("summary:   %-30s %9.1f us\n", ath_phase_names[p], us);
     }
-    if (e->graph_timed) {
-        device_us = e->graph_us / e->graph_timed;
-        printf("summary:   %-28s %10.1f us (mean of %u replays)\n", "whole step as a CUDA graph",
-               device_us, e->graph_timed);
+    if (!e->lazy) {
+        printf("summary:   %-30s %9.1f us (wall %.1f us per step)\n", "host overhead",
+               wall_us - phases_us, wall_us);
+        return;
     }
-    printf("summary:   %-28s %10.1f us (wall %.1f us per step)\n", "host overhead",
-           wall_us - device_us, wall_us);
+    if (e->graph_timed)
+        printf("summary:   %-30s %9.1f us (mean of %u replays)\n", "device: step as a CUDA graph",
+               e->graph_us / e->graph_timed, e->graph_timed);
+    const double enq = r->enqueue_s * per, wait = r->wait_s * per;
+    printf("summary:   %-30s %9.1f us (launch calls; they block while the device's queue is "
+           "full)\n",
+           "host: enqueueing", enq);
+    printf("summary:   %-30s %9.1f us\n", "host: waiting at syncs", wait);
+    printf("summary:   %-30s %9.1f us (wall %.1f us per step)\n", "host: rest of the loop",
+           wall_us - enq - wait, wall_us);
 }
 
 static int run_summary(run_t *r, step_outcome_t oc)
