@@ -2,10 +2,11 @@
  * swap.h — hot-swapping the plugin of a running trainer, safely.
  *
  * A swap replaces the trainer's live ath_trunk_t between two training steps.
- * The host's arrays (parameters, gradients, Adam state) are the only copy
- * that matters (trunk.h), so a swap moves no state: the new trunk uploads the
- * host parameters on its first call, whatever its memory space. A swap across
- * memory spaces (cpu <-> cuda) is therefore the same operation as any other.
+ * A trunk holds no training state (trunk.h): the swapper is given the
+ * current parameters in host memory for the canary, and the trainer moves
+ * its state to the new version's memory space afterwards (train.c, engine.h).
+ * A swap across memory spaces (cpu <-> cuda) is therefore the same operation
+ * as any other here.
  *
  * How a candidate file becomes the live version (ath_swap_try):
  *   1. security: the file and its directory must not be writable by group or
