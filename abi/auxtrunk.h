@@ -35,9 +35,10 @@
  *     [in, out]: W1 [ENC, H1] with W1[k*H1 + j] the weight from input k to
  *     unit j; W2 [H1, H2]; W3 [H2, AUX]; biases b1 [H1], b2 [H2], b3 [AUX];
  *   - a gradient has the layout of its parameter.
- *   AUXTRUNK_PARAM_COUNT() and the offsets below give one flat buffer layout
- *   (W1, b1, W2, b2, W3, b3, in that order) for hosts that want one; the ABI
- *   itself takes six separate pointers, so any layout of the six works.
+ *   AUXTRUNK_PARAM_COUNT() and the offsets below (AUXTRUNK_W1_OFFSET ..
+ *   AUXTRUNK_B3_OFFSET) give one flat buffer layout (W1, b1, W2, b2, W3, b3,
+ *   in that order) for hosts that want one; the ABI itself takes six
+ *   separate pointers, so any layout of the six works.
  *
  * The exact arithmetic (the order of every sum and the one expm1) is the
  * canonical order defined in auxtrunk_canon.h beside this file; it is part of
@@ -439,13 +440,24 @@ AUXTRUNK_EXPORT int32_t auxtrunk_plugin_entry(const auxtrunk_host_info_t *host,
 #define AUXTRUNK_MEMORY_SIZE_1_0 24u
 #define AUXTRUNK_API_SIZE_1_0 96u
 
-/* Element counts of each parameter, and of all six, for a valid config. */
+/* Element counts of each weight, for a valid config. c is a pointer to
+ * anything with the members enc, h1, h2, aux (an auxtrunk_config_t, or a
+ * kernel's own dims): these macros are the one definition of the layout, for
+ * the host and for the kernels. */
 #define AUXTRUNK_W1_COUNT(c) ((size_t)(c)->enc * (size_t)(c)->h1)
 #define AUXTRUNK_W2_COUNT(c) ((size_t)(c)->h1 * (size_t)(c)->h2)
 #define AUXTRUNK_W3_COUNT(c) ((size_t)(c)->h2 * (size_t)(c)->aux)
-#define AUXTRUNK_PARAM_COUNT(c)                                                    \
-    (AUXTRUNK_W1_COUNT(c) + (size_t)(c)->h1 + AUXTRUNK_W2_COUNT(c) + (size_t)(c)->h2 + \
-     AUXTRUNK_W3_COUNT(c) + (size_t)(c)->aux)
+
+/* The flat layout: offsets, in floats, of the six parameters (or of their
+ * gradients) in one buffer holding W1, b1, W2, b2, W3, b3 in that order, and
+ * the count of all six. */
+#define AUXTRUNK_W1_OFFSET(c) ((size_t)0)
+#define AUXTRUNK_B1_OFFSET(c) (AUXTRUNK_W1_OFFSET(c) + AUXTRUNK_W1_COUNT(c))
+#define AUXTRUNK_W2_OFFSET(c) (AUXTRUNK_B1_OFFSET(c) + (size_t)(c)->h1)
+#define AUXTRUNK_B2_OFFSET(c) (AUXTRUNK_W2_OFFSET(c) + AUXTRUNK_W2_COUNT(c))
+#define AUXTRUNK_W3_OFFSET(c) (AUXTRUNK_B2_OFFSET(c) + (size_t)(c)->h2)
+#define AUXTRUNK_B3_OFFSET(c) (AUXTRUNK_W3_OFFSET(c) + AUXTRUNK_W3_COUNT(c))
+#define AUXTRUNK_PARAM_COUNT(c) (AUXTRUNK_B3_OFFSET(c) + (size_t)(c)->aux)
 
 /* ------------------------------------------------------------------------- */
 /* Layout assertions: the ABI is these exact bytes.                          */

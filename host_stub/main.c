@@ -5,22 +5,27 @@
  *
  * The program knows only abi/: plugins are found and loaded at run time.
  */
+#define _POSIX_C_SOURCE 200809L /* lstat */
 #include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "bench.h"
+#include "checkpoint.h"
 #include "loader.h"
 #include "options.h"
+#include "safefile.h"
 #include "swap.h"
 #include "train.h"
 #include "util.h"
+#include "vet.h"
 
-#ifndef AUXTRUNK_HOST_VERSION
-#define AUXTRUNK_HOST_VERSION "1.0.0"
-#endif
+#include "auxtrunk_version.h"
+#define AUXTRUNK_HOST_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
 /* Texts                                                                     */
@@ -215,6 +220,60 @@ static int default_plugin(plugin_list_t *pl, const char *cmd)
 /* ------------------------------------------------------------------------- */
 /* train                                                                     */
 
+/* The run's files, checked before anything is loaded or trained: no output
+ * may be an input or another output (exit 2), each output must be creatable
+ * (exit 4 for the checkpoint, 1 for the CSV and SVG), and an existing
+ * checkpoint is replaced only by the run that resumes from it or with
+ * --overwrite (exit 4). Returns an ATH_EXIT_* code. */
+static int check_train_paths(const ath_train_opts_t *o, const ath_swap_opts_t *sw,
+                             const swap_at_list_t *at, int overwrite)
+{
+    char plugin[ATH_PATH_MAX], at_file[ATH_SWAP_MAX_AT][ATH_PATH_MAX];
+    ath_plugin_file(o->plugin, plugin, sizeof plugin);
+    ath_io_path_t p[6 + ATH_SWAP_MAX_AT] = {
+        {.path = plugin, .what = "the plugin file"},
+        {.path = o->resume, .what = "--resume"},
+        {.path = sw->sha256_file, .what = "--plugin-sha256"},
+        {.path = o->checkpoint, .what = "--checkpoint", .output = 1, .may_equal = "--resume"},
+        {.path = o->csv, .what = "--csv", .output = 1},
+        {.path = o->svg, .what = "--svg", .output = 1},
+    };
+    int n = 6;
+    for (int i = 0; i < at->n; i++, n++) {
+        ath_plugin_file(at->at[i].path, at_file[i], sizeof at_file[i]);
+        p[n] = (ath_io_path_t){.path = at_file[i], .what = "--swap-at"};
+    }
+    int which = 0;
+    ath_err_t err;
+    switch (ath_io_check(p, n, &which, &err)) {
+    case ATH_IO_OK: break;
+    case ATH_IO_COLLISION:
+        fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
+        return ATH_EXIT_USAGE;
+    case ATH_IO_UNWRITABLE:
+        fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
+        return p[which].path == o->checkpoint ? ATH_EXIT_CHECKPOINT : ATH_EXIT_FAILURE;
+    }
+    struct stat ck, rs;
+    int resumes_it = o->resume && stat(o->resume, &rs) == 0 && o->checkpoint &&
+                     stat(o->checkpoint, &ck) == 0 && rs.st_dev == ck.st_dev &&
+                     rs.st_ino == ck.st_ino;
+    if (o->checkpoint && !overwrite && !resumes_it && lstat(o->checkpoint, &ck) == 0) {
+        ath_ckpt_meta_t m;
+        char held[1100];
+        if (ath_ckpt_peek(o->checkpoint, &m, &err) == 0)
+            snprintf(held, sizeof held, "a checkpoint at step %llu", (unsigned long long)m.step);
+        else
+            snprintf(held, sizeof held, "not a checkpoint this program reads");
+        fprintf(stderr,
+                "auxtrunk-host train: --checkpoint %s exists (%s) and this run does not resume "
+                "from it; add --resume %s to continue that run, or --overwrite to replace it\n",
+                o->checkpoint, held, o->checkpoint);
+        return ATH_EXIT_CHECKPOINT;
+    }
+    return ATH_EXIT_OK;
+}
+
 static int cmd_train(int argc, char **argv, int first)
 {
     ath_train_opts_t o = {
@@ -233,9 +292,10 @@ static int cmd_train(int argc, char **argv, int first)
     int batch = o.batch;
     ath_swap_opts_t sw;
     memset(&sw, 0, sizeof sw);
-    sw.vet_timeout_s = ATH_SWAP_VET_TIMEOUT_S;
+    sw.vet_timeout_s = ATH_VET_TIMEOUT_S;
     sw.rollback_steps = ATH_SWAP_ROLLBACK_STEPS;
     swap_at_list_t swap_at = {.n = 0};
+    int overwrite = 0;
     const ath_opt_t opts[] = {
         CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory (or a libauxtrunk.so file)"),
         CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"),
@@ -250,6 +310,7 @@ static int cmd_train(int argc, char **argv, int first)
         PLAIN("csv", "FILE", ATH_OPT_STR, &o.csv, "write the loss curve as CSV (step,loss; '-' = stdout)"),
         PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg, "write the loss curve as an SVG chart (log-scale loss)"),
         PLAIN("checkpoint", "FILE", ATH_OPT_STR, &o.checkpoint, "write a checkpoint to FILE at the end (atomically)"),
+        PLAIN("overwrite", NULL, ATH_OPT_FLAG, &overwrite, "replace an existing --checkpoint FILE this run does not --resume from"),
         NUM_T("checkpoint-every", "N", ATH_OPT_U64, &o.checkpoint_every, 1, U64_MAX_D, NULL, "also write it every N steps"),
         PLAIN("resume", "FILE", ATH_OPT_STR, &o.resume, "continue from checkpoint FILE (same topology and settings)"),
         NUM_T("log-every", "N", ATH_OPT_U64, &o.log_every, 1, U64_MAX_D, "about 10 per run", "progress line every N steps"),
@@ -284,6 +345,9 @@ static int cmd_train(int argc, char **argv, int first)
     if (default_plugin(&plugins, "train") != 0)
         return ATH_EXIT_PLUGIN;
     o.plugin = plugins.items[0];
+    int code = check_train_paths(&o, &sw, &swap_at, overwrite);
+    if (code != ATH_EXIT_OK)
+        return code;
     /* Any hot-swap option turns the swapper on (and SIGHUP into "re-read the
      * plugin directory"); the vetting child of a CUDA process is this program. */
     if (sw.watch || swap_at.n || sw.sha256_file || sw.poll_ms) {
@@ -394,8 +458,8 @@ int main(int argc, char **argv)
         );
         return ATH_EXIT_OK;
     }
-    if (argc >= 2 && strcmp(argv[1], ATH_SWAP_VET_COMMAND) == 0) /* internal: swap.h */
-        return ath_swap_vet_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], ATH_VET_COMMAND) == 0) /* internal: vet.h */
+        return ath_vet_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return cmd_bench(argc, argv, 2);
     if (argc >= 2 && strcmp(argv[1], "train") == 0)

@@ -41,6 +41,7 @@
 #include "task.h"
 #include "trunk.h"
 #include "util.h"
+#include "vet.h"
 #include "watchdog.h"
 
 typedef enum step_outcome { STEP_OK, STEP_RETRY, STEP_FAIL, STEP_STOP } step_outcome_t;
@@ -199,7 +200,7 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
         }
         ls = ath_swap_open(r->swap, o->plugin, &r->trunk, &r->err);
     } else {
-        ls = ath_trunk_open(&r->trunk, o->plugin, &config, o->device, &r->err);
+        ls = ath_vet_open(&r->trunk, o->plugin, &config, o->device, NULL, NULL, &r->err);
     }
     if (ls != ATH_LOAD_OK) {
         fprintf(stderr, "auxtrunk-host: plugin refused (%s): %s\n", ath_load_status_name(ls),

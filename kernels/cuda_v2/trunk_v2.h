@@ -30,6 +30,7 @@
 
 #include <cuda_runtime.h>
 
+#include "auxtrunk.h"
 #include "trunk_types.h"
 
 #ifdef __cplusplus
@@ -41,9 +42,9 @@ typedef atk_dims_t v2_dims_t;
 typedef atk_params_t v2_params_t;
 typedef atk_grads_t v2_grads_t;
 
-/* The flat layout of the six gradients, W1 b1 W2 b2 W3 b3, shared by every
- * chunk partial in the workspace and by the launches that sum them (the
- * exact tree and the fast chunk sum): gradient i occupies floats
+/* The flat layout of abi/auxtrunk.h for the six gradients, W1 b1 W2 b2 W3
+ * b3, shared by every chunk partial in the workspace and by the launches
+ * that sum them (the exact tree and the fast chunk sum): gradient i occupies floats
  * [off[i], off[i+1]) for i = 0..5 (dW1 db1 dW2 db2 dW3 db3), and off[6] = P,
  * the parameter count. */
 typedef struct v2_grad_layout {
@@ -52,12 +53,10 @@ typedef struct v2_grad_layout {
 
 static inline v2_grad_layout_t v2_grad_layout(v2_dims_t d)
 {
-    const size_t size[6] = {(size_t)d.enc * d.h1, (size_t)d.h1, (size_t)d.h1 * d.h2,
-                            (size_t)d.h2,         (size_t)d.h2 * d.aux, (size_t)d.aux};
-    v2_grad_layout_t L;
-    L.off[0] = 0;
-    for (int i = 0; i < 6; i++)
-        L.off[i + 1] = L.off[i] + size[i];
+    const v2_grad_layout_t L = {{AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d),
+                                 AUXTRUNK_W2_OFFSET(&d), AUXTRUNK_B2_OFFSET(&d),
+                                 AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
+                                 AUXTRUNK_PARAM_COUNT(&d)}};
     return L;
 }
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# sass_diff.sh — compares the SASS of every kernel in two CUDA binaries
-# (objects, static libraries or plugins), kernel by kernel, to show that a
-# source change left device code as it was. Needs cuobjdump (and the nvdisasm
-# it calls) on PATH; needs no GPU.
+# sass_diff.sh — compares the SASS of every kernel in CUDA binaries built
+# from two versions of the source (objects, static libraries or plugins),
+# kernel by kernel, to show that a source change left device code as it was.
+# Needs cuobjdump (and the nvdisasm it calls) on PATH; needs no GPU.
 #
 #   tests/cuda/sass_diff.sh OLD NEW
+#   tests/cuda/sass_diff.sh OLD... -- NEW...
 #
 # Typical use: build a kernel library, copy it aside, change the source,
 # rebuild, compare:
@@ -13,16 +14,34 @@
 #   ...edit...; cmake --build build --target auxtrunk_kernels_cuda_v2
 #   tests/cuda/sass_diff.sh /tmp/before.a build/kernels/cuda_v2/libauxtrunk_kernels_cuda_v2.a
 #
-# Kernels are matched by name with the per-file hash of anonymous namespaces
-# (_GLOBAL__N__<hash>_<len>_<file>_cu_<hash>) removed, since it may change with
-# the file. Prints one line per kernel that differs (changed, only-old,
-# only-new) and a summary; exit status 0 when every kernel's SASS is
-# identical, 1 when any differs, 2 on a usage or tool error. With
-# SASS_DIFF_SHOW=1 it also prints the diff of each changed kernel.
+# nvcc (13.0, its NVVM stage) does not always give the same PTX for the same
+# source: from one run to the next a few of the large unrolled kernels come out
+# with other register numbering. So several builds of each version may be
+# given; a kernel counts as unchanged when some OLD build and some NEW build
+# have the same SASS for it (the same source gives one of a few variants;
+# changed source gives none of them). The summary says how many kernels came
+# in more than one variant.
+#
+# Kernels are matched by archive member and name, with the per-file hash of
+# anonymous namespaces (_GLOBAL__N__<hash>_<len>_<file>_cu_<hash>) removed.
+# Prints one line per kernel that differs (changed, only-old, only-new) and a
+# summary; exit status 0 when every kernel is unchanged, 1 when any differs,
+# 2 on a usage or tool error. With SASS_DIFF_SHOW=1 it also prints the start
+# of the diff of each changed kernel (first OLD build against first NEW).
 set -euo pipefail
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 OLD NEW (objects, static libraries or shared objects with device code)" >&2
+olds=() news=() side=old
+if [ $# -eq 2 ]; then
+  olds=("$1") news=("$2")
+else
+  for a in "$@"; do
+    if [ "$a" = -- ]; then side=new
+    elif [ $side = old ]; then olds+=("$a")
+    else news+=("$a"); fi
+  done
+fi
+if [ ${#olds[@]} -eq 0 ] || [ ${#news[@]} -eq 0 ]; then
+  echo "usage: $0 OLD NEW, or $0 OLD... -- NEW... (objects, static libraries or shared objects)" >&2
   exit 2
 fi
 command -v cuobjdump >/dev/null || { echo "$0: cuobjdump not found on PATH" >&2; exit 2; }
@@ -52,27 +71,42 @@ split() {
     '
 }
 
-split "$1" "$work/old"
-split "$2" "$work/new"
+for i in "${!olds[@]}"; do split "${olds[$i]}" "$work/old$i"; done
+for i in "${!news[@]}"; do split "${news[$i]}" "$work/new$i"; done
 
-changed=0 same=0 only_old=0 only_new=0
-for f in "$work"/old/*; do
-  [ -e "$f" ] || continue
-  k=$(basename "$f")
-  if [ ! -e "$work/new/$k" ]; then
-    echo "only-old  $k"; only_old=$((only_old + 1))
-  elif cmp -s "$f" "$work/new/$k"; then
-    same=$((same + 1))
-  else
-    echo "changed   $k"; changed=$((changed + 1))
-    if [ "${SASS_DIFF_SHOW:-0}" = 1 ]; then diff "$f" "$work/new/$k" | head -40 || true; fi
-  fi
-done
-for f in "$work"/new/*; do
-  [ -e "$f" ] || continue
-  k=$(basename "$f")
-  [ -e "$work/old/$k" ] || { echo "only-new  $k"; only_new=$((only_new + 1)); }
-done
+# One line per kernel and side: "<side> <kernel> <md5 of its SASS>".
+for d in "$work"/old* "$work"/new*; do
+  [ -d "$d" ] || continue
+  side=$(basename "$d" | tr -d 0-9)
+  for f in "$d"/*; do
+    [ -e "$f" ] || continue
+    echo "$side $(basename "$f") $(md5sum <"$f" | cut -c1-32)"
+  done
+done | sort -u >"$work/index"
 
-echo "sass_diff: $same identical, $changed changed, $only_old only in OLD, $only_new only in NEW"
-[ $((changed + only_old + only_new)) -eq 0 ]
+awk '
+  { key = $2; seen[key] = 1; has[$1, key] = 1; v[$1, key, $3] = 1; n[key, $3]++; nv[$1, key]++ }
+  END {
+    same = changed = only_old = only_new = multi = 0
+    for (k in seen) {
+      if (!has["old", k]) { print "only-new  " k; only_new++; continue }
+      if (!has["new", k]) { print "only-old  " k; only_old++; continue }
+      common = 0
+      for (x in v) { split(x, p, SUBSEP); if (p[1] == "old" && p[2] == k && (("new", k, p[3]) in v)) common = 1 }
+      if (nv["old", k] > 1 || nv["new", k] > 1) multi++
+      if (common) same++; else { print "changed   " k; changed++ }
+    }
+    printf "sass_diff: %d unchanged, %d changed, %d only in OLD, %d only in NEW (%d kernels in more than one variant)\n", same, changed, only_old, only_new, multi
+    exit (changed + only_old + only_new) > 0
+  }
+' "$work/index" >"$work/report" && rc=0 || rc=1
+sort "$work/report" | grep -v '^sass_diff:' || true
+grep '^sass_diff:' "$work/report"
+
+if [ "${SASS_DIFF_SHOW:-0}" = 1 ]; then
+  grep '^changed' "$work/report" | while read -r _ k; do
+    echo "--- $k"
+    diff "$work/old0/$k" "$work/new0/$k" | head -40 || true
+  done
+fi
+exit $rc

@@ -386,7 +386,7 @@ START_TEST(test_help_defaults_from_tables)
     ck_assert_contains(g_out, want);
     snprintf(want, sizeof want, "(default: %d)\n  --seed", ATH_TRAIN_BATCH);
     ck_assert_contains(g_out, want);
-    snprintf(want, sizeof want, "vetting a candidate (default: %g)", ATH_SWAP_VET_TIMEOUT_S);
+    snprintf(want, sizeof want, "vetting a candidate (default: %g)", ATH_VET_TIMEOUT_S);
     ck_assert_contains(g_out, want);
     snprintf(want, sizeof want, "roll back (default: %d)", ATH_SWAP_ROLLBACK_STEPS);
     ck_assert_contains(g_out, want);

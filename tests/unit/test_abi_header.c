@@ -87,6 +87,14 @@ int main(void)
     c.h2 = 256;
     c.aux = 128;
     EXPECT(AUXTRUNK_PARAM_COUNT(&c) == 256u * 256 + 256 + 256u * 256 + 256 + 256u * 128 + 128);
+    /* The flat layout: W1 b1 W2 b2 W3 b3, back to back. */
+    EXPECT(AUXTRUNK_W1_OFFSET(&c) == 0);
+    EXPECT(AUXTRUNK_B1_OFFSET(&c) == 256u * 256);
+    EXPECT(AUXTRUNK_W2_OFFSET(&c) == 256u * 256 + 256);
+    EXPECT(AUXTRUNK_B2_OFFSET(&c) == 2 * 256u * 256 + 256);
+    EXPECT(AUXTRUNK_W3_OFFSET(&c) == 2 * 256u * 256 + 2 * 256);
+    EXPECT(AUXTRUNK_B3_OFFSET(&c) == 2 * 256u * 256 + 2 * 256 + 256u * 128);
+    EXPECT(AUXTRUNK_PARAM_COUNT(&c) == AUXTRUNK_B3_OFFSET(&c) + 128);
 
     auxtrunk_entry_fn entry = fake_entry;
     auxtrunk_api_t api;
