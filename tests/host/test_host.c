@@ -66,24 +66,8 @@ static int run_host(const char *tag, ...)
     va_end(ap);
     argv[argc] = NULL;
 
-    char out[4200], err[4200];
-    snprintf(out, sizeof out, "%s/%s.out", tst_scratch_dir(), tag);
-    snprintf(err, sizeof err, "%s/%s.err", tst_scratch_dir(), tag);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, AUXTRUNK_HOST_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_msg(rc == 0, "posix_spawn %s: %s", AUXTRUNK_HOST_EXE, strerror(rc));
-    int status;
-    ck_assert(waitpid(pid, &status, 0) == pid);
-    free(g_out);
-    free(g_err);
-    g_out = tst_slurp(out, NULL);
-    g_err = tst_slurp(err, NULL);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int rc = tst_wait(tst_spawn(AUXTRUNK_HOST_EXE, argv, tag), 900.0, tag, &g_out, &g_err);
+    return rc >= 128 ? -1 : rc;
 }
 
 #define ck_assert_contains(hay, needle)                                                       \

@@ -62,8 +62,7 @@ static struct counts {
 
 static char *g_out, *g_err;
 
-/* Starts auxtrunk-host with the NULL-terminated argument vector, output into
- * <scratch>/<tag>.out/.err. */
+/* Starts auxtrunk-host with the NULL-terminated arguments. */
 static pid_t spawn_host(const char *tag, char **args)
 {
     char *argv[64];
@@ -74,46 +73,12 @@ static pid_t spawn_host(const char *tag, char **args)
         argv[argc++] = *args;
     }
     argv[argc] = NULL;
-    char out[4200], err[4200];
-    snprintf(out, sizeof out, "%s/%s.out", tst_scratch_dir(), tag);
-    snprintf(err, sizeof err, "%s/%s.err", tst_scratch_dir(), tag);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, AUXTRUNK_HOST_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_msg(rc == 0, "posix_spawn: %s", strerror(rc));
-    return pid;
+    return tst_spawn(AUXTRUNK_HOST_EXE, argv, tag);
 }
 
-/* Waits for pid at most limit_s seconds (then kills it and fails). Returns
- * the exit code, or 128 + the signal that ended it. */
 static int wait_host(const char *tag, pid_t pid, double limit_s)
 {
-    int status = 0;
-    for (double waited = 0.0;; waited += 0.01) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        ck_assert(w >= 0);
-        if (w == pid)
-            break;
-        if (waited > limit_s) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            ck_abort_msg("%s: auxtrunk-host did not end within %g s", tag, limit_s);
-        }
-        const struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    char path[4200];
-    free(g_out);
-    free(g_err);
-    snprintf(path, sizeof path, "%s/%s.out", tst_scratch_dir(), tag);
-    g_out = tst_slurp(path, NULL);
-    snprintf(path, sizeof path, "%s/%s.err", tst_scratch_dir(), tag);
-    g_err = tst_slurp(path, NULL);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return tst_wait(pid, limit_s, tag, &g_out, &g_err);
 }
 
 /* Runs auxtrunk-host train with the NULL-terminated arguments. */
