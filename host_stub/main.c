@@ -70,7 +70,9 @@ static const char *plugins_help =
     "--plugin, $AUXTRUNK_PLUGIN_DIR is used if set, else the CPU plugin next to this\n"
     "program: <build>/plugins/cpu in a build tree (this program is\n"
     "<build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu when\n"
-    "installed. --plugin NAME picks <plugins root>/NAME (cpu, cuda-v1, ...).\n";
+    "installed. --plugin NAME picks NAME/libauxtrunk.so in the first entry of\n"
+    "$AUXTRUNK_PLUGIN_PATH (':'-separated plugin roots) that has it, else\n"
+    "<plugins root>/NAME (cpu, cuda-v1, ...).\n";
 
 /* A command's --help: its usage and description, the options (defaults read
  * from the table), then the plugin lookup and the exit codes every command
@@ -98,13 +100,9 @@ static int add_plugin(plugin_list_t *pl, const char *value, int named, ath_err_t
     if (pl->n == ATH_BENCH_MAX_PLUGINS)
         return ath_errf(err, "at most %d plugins", ATH_BENCH_MAX_PLUGINS);
     if (named) {
-        char root[ATH_PATH_MAX];
         ath_err_t e;
-        if (ath_plugins_root(root, sizeof root, &e) != 0)
+        if (ath_plugin_named(value, pl->named[pl->n], sizeof pl->named[pl->n], &e) != 0)
             return ath_errf(err, "--plugin %s: %s", value, e.msg);
-        int len = snprintf(pl->named[pl->n], sizeof pl->named[pl->n], "%s/%s", root, value);
-        if (len < 0 || (size_t)len >= sizeof pl->named[pl->n])
-            return ath_errf(err, "--plugin %s: path too long", value);
         pl->items[pl->n] = pl->named[pl->n];
     } else {
         pl->items[pl->n] = value;
@@ -298,7 +296,7 @@ static int cmd_train(int argc, char **argv, int first)
     int overwrite = 0;
     const ath_opt_t opts[] = {
         CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory (or a libauxtrunk.so file)"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root (cpu, cuda-v1, ...)"),
         NUM("steps", "N", ATH_OPT_U64, &o.steps, 0, U64_MAX_D, "train until step N (a resumed run continues to N)"),
         NUM("batch", "B", ATH_OPT_INT, &batch, 1, AUXTRUNK_MAX_BATCH, "samples per step"),
         NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D, "seed of the task, the data and the initial parameters"),
@@ -381,7 +379,7 @@ static int cmd_bench(int argc, char **argv, int first)
     batch_list_t batches = {{32, 256, 1024, 4096, 65536}, 5};
     const ath_opt_t opts[] = {
         CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory or file; repeat to compare plugins"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root; repeatable"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root; repeatable"),
         CUSTOM("batches", "LIST", &batches, set_batches, show_batches, "batch sizes, comma-separated"),
         NUM("iters", "N", ATH_OPT_INT, &o.iters, 1, 100000000, "timed iterations per batch, at most"),
         NUM("warmup", "N", ATH_OPT_INT, &o.warmup, 0, 100000000, "untimed warm-up iterations, at most"),
