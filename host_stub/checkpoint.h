@@ -2,7 +2,9 @@
  * checkpoint.h — the training state on disk, written atomically and read
  * back only if every check passes.
  *
- * File format (version 1, all integers and floats little-endian):
+ * File format (version 2, all integers and floats little-endian; version 1
+ * held the state of a sequential data stream of an earlier task, and is
+ * refused because its run cannot be continued):
  *
  *   offset size  field
  *        0    8  magic "AUXTCKPT"
@@ -15,7 +17,7 @@
  *       48   16  Adam lr, beta1, beta2, eps (float32 bits)
  *       64    8  step: training steps completed (uint64)
  *       72    8  Adam t: updates applied (uint64)
- *       80    8  data stream state (the task's RNG, uint64)
+ *       80    8  0 (reserved: the task's draws are counter-based, task.h)
  *       88    8  loss of step 1 (float64 bits), for the run's overall ratio
  *       96    8  payload size in bytes (uint64) = 3 · P · 4
  *      104    4  CRC-32 of the payload
@@ -49,7 +51,7 @@
 #include "util.h"
 
 #define ATH_CKPT_MAGIC "AUXTCKPT"
-#define ATH_CKPT_VERSION 1u
+#define ATH_CKPT_VERSION 2u
 #define ATH_CKPT_HEADER_SIZE 112u
 
 typedef struct ath_ckpt_meta {
