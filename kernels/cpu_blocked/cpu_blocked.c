@@ -66,7 +66,7 @@ static void elu_rows(float *y, size_t n)
         y[i] = auxtrunk_canon_elu(y[i]);
 }
 
-void cpb_forward(cpb_dims_t d, const cpb_params_t *p, const float *x, int32_t batch, float *h1,
+void cpb_forward(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *h1,
                  float *h2, float *out)
 {
     layer_tiles(x, batch, d.enc, p->w1, d.h1, p->b1, h1);
@@ -185,21 +185,21 @@ static void batch_sums(const float *restrict a, const float *restrict g, int32_t
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Floats of one chunk partial of any tile: max(SUM_TILE, widest N). */
-static size_t partial_floats(cpb_dims_t d)
+static size_t partial_floats(atk_dims_t d)
 {
     size_t w = max_sz(max_sz((size_t)d.h1, (size_t)d.h2), (size_t)d.aux);
     return max_sz(SUM_TILE, w);
 }
 
-size_t cpb_backward_workspace(cpb_dims_t d, int32_t max_batch)
+size_t cpb_backward_workspace(atk_dims_t d, int32_t max_batch)
 {
     size_t B = (size_t)max_batch;
     return B * (size_t)d.h2 + B * (size_t)d.h1 +
            (size_t)auxtrunk_canon_chunks(max_batch) * partial_floats(d);
 }
 
-void cpb_backward(cpb_dims_t d, const cpb_params_t *p, const float *x, const float *h1,
-                  const float *h2, const float *dout, int32_t batch, const cpb_grads_t *g,
+void cpb_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                  const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
                   int accumulate, float *ws)
 {
     float *dh2 = ws;                              /* [batch, H2] */

@@ -29,23 +29,18 @@
 extern "C" {
 #endif
 
-/* The shared shapes and views (kernels/common/trunk_types.h). */
-typedef atk_dims_t cpb_dims_t;
-typedef atk_params_t cpb_params_t;
-typedef atk_grads_t cpb_grads_t;
-
 /* Forward: h1 [B, H1], h2 [B, H2] (may be scratch) and out [B, AUX]. */
-void cpb_forward(cpb_dims_t d, const cpb_params_t *p, const float *x, int32_t batch, float *h1,
+void cpb_forward(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *h1,
                  float *h2, float *out);
 
 /* Floats of backward workspace for any batch up to max_batch: the two hidden
  * gradients [max_batch, H2] + [max_batch, H1] and one tile's chunk partials. */
-size_t cpb_backward_workspace(cpb_dims_t d, int32_t max_batch);
+size_t cpb_backward_workspace(atk_dims_t d, int32_t max_batch);
 
 /* Backward of the forward that gave h1, h2 from x: the six gradients of
  * sum(out ⊙ dout). accumulate: g = g + result (one addition), else g = result. */
-void cpb_backward(cpb_dims_t d, const cpb_params_t *p, const float *x, const float *h1,
-                  const float *h2, const float *dout, int32_t batch, const cpb_grads_t *g,
+void cpb_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                  const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
                   int accumulate, float *ws);
 
 #ifdef __cplusplus

@@ -2,10 +2,12 @@
  * host_plugin.h — the ABI adapter every host-memory (CPU) plugin shares. A CPU
  * plugin is one kernel set plus this adapter: it defines the table
  * atp_host_plugin_kernels (names, caps, two workspace sizes and three kernel
- * calls) and compiles host_plugin.c among its sources, which implements every
- * entry of abi/auxtrunk.h on top of it: validation (plugin/common) before
- * anything is written, the default floating-point environment around every
- * kernel call, and the handle's buffers, all allocated by init.
+ * calls, each a kernel function of kernels/) and links host_plugin.c (the
+ * object library auxtrunk_plugin_host), which implements every entry of
+ * abi/auxtrunk.h on top of it: validation (plugin/common) before anything is
+ * written, the one conversion of ABI types to the kernels' (atk_*), the
+ * default floating-point environment around every kernel call, and the
+ * handle's buffers, all allocated by init.
  *
  * Host memory of a handle, allocated once by init:
  *   h1, h2     [max_batch, H1], [max_batch, H2]  recorded by forward for backward
@@ -32,20 +34,20 @@ typedef struct atp_host_kernels {
     const char *kernel_version; /* auxtrunk_api_t.kernel_version */
     uint64_t caps;              /* must include AUXTRUNK_CAP_MEM_HOST */
 
-    /* Floats of scratch infer needs for any batch up to dims->max_batch. */
-    size_t (*infer_workspace)(const atp_dims_t *dims);
-    /* Floats of scratch backward needs for any batch up to dims->max_batch. */
-    size_t (*backward_workspace)(const atp_dims_t *dims);
+    /* Floats of scratch infer needs (for any batch). */
+    size_t (*infer_workspace)(atk_dims_t d);
+    /* Floats of scratch backward needs for any batch up to max_batch. */
+    size_t (*backward_workspace)(atk_dims_t d, int32_t max_batch);
     /* Arguments are validated; h1, h2 are the handle's record. */
-    void (*forward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                    int32_t batch, float *h1, float *h2, float *out);
+    void (*forward)(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
+                    float *h1, float *h2, float *out);
     /* The same bits as forward in out; hidden activations only in ws. */
-    void (*infer)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                  int32_t batch, float *out, float *ws);
+    void (*infer)(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *out,
+                  float *ws);
     /* Backward of the forward that recorded h1, h2 from x. */
-    void (*backward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                     const float *h1, const float *h2, const float *dout, int32_t batch,
-                     const auxtrunk_grads_t *g, int accumulate, float *ws);
+    void (*backward)(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                     const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
+                     int accumulate, float *ws);
 } atp_host_kernels_t;
 
 /* Defined by each CPU plugin (one per libauxtrunk.so). */

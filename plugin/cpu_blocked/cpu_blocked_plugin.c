@@ -2,9 +2,9 @@
  * cpu_blocked_plugin.c — libauxtrunk.so "cpu-blocked": kernels/cpu_blocked (a
  * second exact CPU kernel version, bit for bit the same as kernels/cpu)
  * behind the shared host adapter (plugin/common/host_plugin.c), which
- * implements every entry of the ABI. This file only translates ABI types
- * into kernel types; only the kernels underneath differ from plugin/cpu (the
- * point of a second version).
+ * implements every entry of the ABI. This file is the table, plus the
+ * blocked inference over the kernels' forward; only the kernels underneath
+ * differ from plugin/cpu (the point of a second version).
  *
  * Host memory per handle, besides the adapter's h1/h2 record: an inference
  * scratch of INFER_ROWS rows and kernels/cpu_blocked's backward workspace.
@@ -22,42 +22,19 @@
 #define INFER_ROWS 64
 
 /* [INFER_ROWS, H1] then [INFER_ROWS, H2]. */
-static size_t infer_workspace(const atp_dims_t *d)
+static size_t infer_workspace(atk_dims_t d)
 {
-    return (size_t)INFER_ROWS * ((size_t)d->h1 + (size_t)d->h2);
+    return (size_t)INFER_ROWS * ((size_t)d.h1 + (size_t)d.h2);
 }
 
-static size_t backward_workspace(const atp_dims_t *d)
+static void infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *out,
+                  float *ws)
 {
-    return cpb_backward_workspace(atp_kernel_dims(d), d->max_batch);
-}
-
-static void forward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
-                    float *h1, float *h2, float *out)
-{
-    const cpb_params_t v = atp_kernel_params(p);
-    cpb_forward(atp_kernel_dims(d), &v, x, batch, h1, h2, out);
-}
-
-static void infer(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
-                  float *out, float *ws)
-{
-    const cpb_dims_t c = atp_kernel_dims(d);
-    const cpb_params_t v = atp_kernel_params(p);
-    float *h1 = ws, *h2 = ws + (size_t)INFER_ROWS * (size_t)c.h1;
+    float *h1 = ws, *h2 = ws + (size_t)INFER_ROWS * (size_t)d.h1;
     for (int32_t b0 = 0; b0 < batch; b0 += INFER_ROWS) {
         int32_t rows = batch - b0 < INFER_ROWS ? batch - b0 : INFER_ROWS;
-        cpb_forward(c, &v, x + (size_t)b0 * c.enc, rows, h1, h2, out + (size_t)b0 * c.aux);
+        cpb_forward(d, p, x + (size_t)b0 * d.enc, rows, h1, h2, out + (size_t)b0 * d.aux);
     }
-}
-
-static void backward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                     const float *h1, const float *h2, const float *dout, int32_t batch,
-                     const auxtrunk_grads_t *g, int accumulate, float *ws)
-{
-    const cpb_params_t v = atp_kernel_params(p);
-    const cpb_grads_t gr = atp_kernel_grads(g);
-    cpb_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate, ws);
 }
 
 const atp_host_kernels_t atp_host_plugin_kernels = {
@@ -65,8 +42,8 @@ const atp_host_kernels_t atp_host_plugin_kernels = {
     .kernel_version = "cpu-blocked " AUXTRUNK_KERNEL_VERSION " (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT,
     .infer_workspace = infer_workspace,
-    .backward_workspace = backward_workspace,
-    .forward = forward,
+    .backward_workspace = cpb_backward_workspace,
+    .forward = cpb_forward,
     .infer = infer,
-    .backward = backward,
+    .backward = cpb_backward,
 };

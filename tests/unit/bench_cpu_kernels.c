@@ -37,7 +37,7 @@ static float *randoms(tst_rng_t *r, size_t n, float a)
 
 int main(int argc, char **argv)
 {
-    const cpu_dims_t d = {256, 256, 256, 128};
+    const atk_dims_t d = {256, 256, 256, 128};
     int batches[16] = {1, 64, 256, 1024}, nb = 4;
     if (argc > 1) {
         nb = 0;
@@ -46,10 +46,10 @@ int main(int argc, char **argv)
     }
     tst_rng_t r;
     tst_rng_seed(&r, 1);
-    cpu_params_t p = {randoms(&r, 256 * 256, 0.1f), randoms(&r, 256, 0.1f),
+    atk_params_t p = {randoms(&r, 256 * 256, 0.1f), randoms(&r, 256, 0.1f),
                       randoms(&r, 256 * 256, 0.1f), randoms(&r, 256, 0.1f),
                       randoms(&r, 256 * 128, 0.1f), randoms(&r, 128, 0.1f)};
-    cpu_grads_t g = {randoms(&r, 256 * 256, 0), randoms(&r, 256, 0), randoms(&r, 256 * 256, 0),
+    atk_grads_t g = {randoms(&r, 256 * 256, 0), randoms(&r, 256, 0), randoms(&r, 256 * 256, 0),
                      randoms(&r, 256, 0),       randoms(&r, 256 * 128, 0), randoms(&r, 128, 0)};
     printf("%8s %14s %14s %12s\n", "B", "forward_us", "backward_us", "GFLOP/s");
     for (int i = 0; i < nb; i++) {
