@@ -12,6 +12,8 @@
  * to find a checksum, and keeps doing so whatever the header layout becomes.
  *
  * Invariants, besides no sanitizer report, crash or hang:
+ *   - the header checks agree, on the file (ath_ckpt_peek) and in memory
+ *     (ath_ckpt_check_header without a run): same verdict, same meta;
  *   - a refused file leaves the caller's meta and arrays untouched (the
  *     reader's "nothing is written unless every check passes");
  *   - an accepted file matches the run it was checked against, and saving
@@ -95,6 +97,16 @@ static int same_meta(const ath_ckpt_meta_t *a, const ath_ckpt_meta_t *b)
     return memcmp(a, b, sizeof *a) == 0;
 }
 
+/* Field by field (struct padding aside), floats by their bits. */
+static int equal_meta(const ath_ckpt_meta_t *a, const ath_ckpt_meta_t *b)
+{
+    return a->enc == b->enc && a->h1 == b->h1 && a->h2 == b->h2 && a->aux == b->aux &&
+           a->batch == b->batch && a->seed == b->seed && memcmp(&a->lr, &b->lr, 4) == 0 &&
+           memcmp(&a->beta1, &b->beta1, 4) == 0 && memcmp(&a->beta2, &b->beta2, 4) == 0 &&
+           memcmp(&a->eps, &b->eps, 4) == 0 && a->step == b->step && a->adam_t == b->adam_t &&
+           a->data_state == b->data_state && memcmp(&a->first_loss, &b->first_loss, 8) == 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -105,6 +117,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned char *file = build(data, size, &len);
     const char *path = fz_path("input.ckpt");
     fz_write(path, file, len);
+
+    /* The header on its own, from the file and from memory. */
+    ath_ckpt_meta_t peeked, checked;
+    ath_err_t err_peek, err_check;
+    int rc_peek = ath_ckpt_peek(path, &peeked, &err_peek);
+    int rc_check = ath_ckpt_check_header(path, file, len, NULL, 0, &checked, &err_check);
+    fz_check(rc_peek == rc_check, "ath_ckpt_peek says %d (%s), ath_ckpt_check_header %d (%s)",
+             rc_peek, rc_peek ? err_peek.msg : "ok", rc_check, rc_check ? err_check.msg : "ok");
+    fz_check(rc_peek != 0 || equal_meta(&peeked, &checked),
+             "ath_ckpt_peek and ath_ckpt_check_header read different headers");
 
     /* Poisoned outputs: a refusal must leave every byte as it was. */
     float p[N_PARAMS], m[N_PARAMS], v[N_PARAMS];
@@ -135,6 +157,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_check(got.enc == ENC && got.h1 == H1 && got.h2 == H2 && got.aux == AUX &&
                  got.batch == k_expect.batch && got.seed == k_expect.seed,
              "accepted a checkpoint of another run");
+    fz_check(rc_peek == 0 && equal_meta(&peeked, &got),
+             "ath_ckpt_load accepted a file whose header ath_ckpt_peek refuses or reads otherwise");
     const char *again = fz_path("resaved.ckpt");
     fz_check(ath_ckpt_save(again, &got, p, m, v, N_PARAMS, &err) == 0, "re-save: %s", err.msg);
     size_t len2;
