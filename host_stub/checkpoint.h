@@ -75,6 +75,14 @@ int ath_ckpt_save(const char *path, const ath_ckpt_meta_t *meta, const float *pa
 int ath_ckpt_load(const char *path, const ath_ckpt_meta_t *expect, ath_ckpt_meta_t *got,
                   float *params, float *m, float *v, size_t n, ath_err_t *err);
 
+/* The header checks of ath_ckpt_load, in its order, on bytes in memory (what
+ * a fuzzer drives): h holds min(len, ATH_CKPT_HEADER_SIZE) bytes of a file of
+ * len bytes; path names it in messages; expect NULL skips the comparison with
+ * a run (then n is unused). Returns 0 with *meta, or -1 with the message. */
+int ath_ckpt_check_header(const char *path, const unsigned char *h, size_t len,
+                          const ath_ckpt_meta_t *expect, size_t n, ath_ckpt_meta_t *meta,
+                          ath_err_t *err);
+
 /* Reads only the header of path and checks it on its own (magic, version,
  * header size and CRC, and that the file is exactly header + payload long):
  * what a checkpoint holds, without loading it. Returns 0 with *meta, or -1

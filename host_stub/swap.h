@@ -106,10 +106,12 @@ typedef struct ath_swap ath_swap_t;
 int ath_swap_create(ath_swap_t **out, const ath_swap_opts_t *o, const auxtrunk_config_t *config,
                     int device, ath_err_t *err);
 
-/* Opens the first version through the same checks and a private copy (no
- * vetting child: there is nothing yet to protect) into *live, and starts
+/* Opens the first version through everything a later one goes through
+ * (ath_vet_open: checks, private copy, allow-list, the vetting child within
+ * the timeout; no running version to compare with) into *live, and starts
  * watching its file if asked. Returns a loader status like ath_trunk_open;
- * a security or digest refusal is ATH_LOAD_NOT_LOADABLE with its message. */
+ * a security, digest, crash, hang or probe refusal is ATH_LOAD_NOT_LOADABLE
+ * with its message. */
 ath_load_status_t ath_swap_open(ath_swap_t *s, const char *dir_or_file, ath_trunk_t *live,
                                 ath_err_t *err);
 

@@ -8,7 +8,7 @@
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
  * v3_workspace_floats(dims, max_batch) floats, the larger of cuda-v2's
- * workspace and the fused path's (1.5 KiB of flags, dh2/dh1
+ * workspace and the fused path's (48 KiB of flags, dh2/dh1
  * [min(max_batch, 1024), H2+H1], two tree nodes of all P parameters when
  * max_batch > 512): the two paths never run in one call. For the production
  * topology that is cuda-v2's figure (plugin/cuda_v2/plugin_cuda_v2.c).

@@ -779,6 +779,15 @@ static void assert_file_is(const char *path, const char *want)
     free(got);
 }
 
+/* A directory <scratch>/name (0755); plugin gets its libauxtrunk.so path. */
+static char *scratch_dir(const char *name, char *plugin, size_t n)
+{
+    char *dir = tst_path_in(name);
+    ck_assert(mkdir(dir, 0755) == 0);
+    snprintf(plugin, n, "%s/libauxtrunk.so", dir);
+    return dir;
+}
+
 /* A pid that existed and is gone: a reaped child's. */
 static long dead_pid(void)
 {
@@ -841,10 +850,8 @@ START_TEST(test_outputs_never_inputs)
     char *before = tst_slurp(ck, &n0);
     char *hard = tst_path_in("hard");
     ck_assert(link(ck, hard) == 0);
-    char plugin_dir[4300], plugin[4400];
-    snprintf(plugin_dir, sizeof plugin_dir, "%s/pl", tst_scratch_dir());
-    ck_assert(mkdir(plugin_dir, 0755) == 0);
-    snprintf(plugin, sizeof plugin, "%s/libauxtrunk.so", plugin_dir);
+    char plugin[4400];
+    char *plugin_dir = scratch_dir("pl", plugin, sizeof plugin);
     size_t np;
     char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &np);
     tst_spit(plugin, so, np, 0644);
@@ -948,10 +955,8 @@ END_TEST
 START_TEST(test_fifo_and_device_inputs)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
-    char *dir = tst_path_in("pl");
-    ck_assert(mkdir(dir, 0755) == 0);
     char plugin[4400];
-    snprintf(plugin, sizeof plugin, "%s/libauxtrunk.so", dir);
+    char *dir = scratch_dir("pl", plugin, sizeof plugin);
     ck_assert(mkfifo(plugin, 0644) == 0);
     char *fifo = tst_path_in("fifo");
     ck_assert(mkfifo(fifo, 0644) == 0);
@@ -976,10 +981,8 @@ END_TEST
 START_TEST(test_plugin_private_in_every_mode)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
-    char *dir = tst_path_in("pl");
-    ck_assert(mkdir(dir, 0755) == 0);
     char plugin[4400];
-    snprintf(plugin, sizeof plugin, "%s/libauxtrunk.so", dir);
+    char *dir = scratch_dir("pl", plugin, sizeof plugin);
     size_t np;
     char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &np);
     tst_spit(plugin, so, np, 0664);
@@ -1017,6 +1020,8 @@ START_TEST(test_plugin_private_in_every_mode)
     ck_assert(ftruncate(fd, 100) == 0);
     close(fd);
     int status;
+    ck_assert_msg(waitpid(pid, &status, WNOHANG) == 0,
+                  "the run ended before its plugin file was overwritten: nothing was tested");
     ck_assert(waitpid(pid, &status, 0) == pid);
     char *text = tst_slurp(out, NULL);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
