@@ -646,8 +646,9 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
     constexpr bool T88 = TM == 8 && TN == 8;
     /* Register fit of the 8x8 kernels at 128 (ptxas, sm_90, CUDA 13): copy
      * addresses re-formed per slab when an operand is KC, and the k-groups
-     * of a slab not unrolled when both are (found by -Xptxas -v: these are
-     * the settings without spills). */
+     * of a slab not unrolled when both are (found by -Xptxas -v: the
+     * settings with the fewest spills; the forward's 128 x 128 kernels keep
+     * 36 bytes, once per slab, outside the FMA loop). */
     constexpr bool REFORM = T88 && (A_KC || B_KC);
     constexpr bool ROLLED = T88 && A_KC && B_KC;
     using SA = AsyncSlab<BM, A_KC, NT>;
