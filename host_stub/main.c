@@ -5,22 +5,27 @@
  *
  * The program knows only abi/: plugins are found and loaded at run time.
  */
+#define _POSIX_C_SOURCE 200809L /* lstat */
 #include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "bench.h"
+#include "checkpoint.h"
 #include "loader.h"
 #include "options.h"
+#include "safefile.h"
 #include "swap.h"
 #include "train.h"
 #include "util.h"
+#include "vet.h"
 
-#ifndef AUXTRUNK_HOST_VERSION
-#define AUXTRUNK_HOST_VERSION "1.0.0"
-#endif
+#include "auxtrunk_version.h"
+#define AUXTRUNK_HOST_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
 /* Texts                                                                     */
@@ -33,7 +38,9 @@ static const char *exit_codes_help =
     "  3  plugin refused: missing, not loadable, no entry symbol, incompatible ABI,\n"
     "     broken API table, no CUDA support/device, or init failed\n"
     "  4  checkpoint refused (truncated, corrupted, wrong magic/version/topology/\n"
-    "     settings) or could not be written\n";
+    "     settings) or could not be written\n"
+    "  5  a plugin call or the device hung (--call-timeout); the last checkpoint is intact\n"
+    "  130, 143  stopped by SIGINT, SIGTERM (after the final checkpoint, if configured)\n";
 
 static const char *train_intro =
     "Usage: auxtrunk-host [train] [options]\n\n"
@@ -63,7 +70,9 @@ static const char *plugins_help =
     "--plugin, $AUXTRUNK_PLUGIN_DIR is used if set, else the CPU plugin next to this\n"
     "program: <build>/plugins/cpu in a build tree (this program is\n"
     "<build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu when\n"
-    "installed. --plugin NAME picks <plugins root>/NAME (cpu, cuda-v1, ...).\n";
+    "installed. --plugin NAME picks NAME/libauxtrunk.so in the first entry of\n"
+    "$AUXTRUNK_PLUGIN_PATH (':'-separated plugin roots) that has it, else\n"
+    "<plugins root>/NAME (cpu, cuda-v1, ...).\n";
 
 /* A command's --help: its usage and description, the options (defaults read
  * from the table), then the plugin lookup and the exit codes every command
@@ -91,13 +100,9 @@ static int add_plugin(plugin_list_t *pl, const char *value, int named, ath_err_t
     if (pl->n == ATH_BENCH_MAX_PLUGINS)
         return ath_errf(err, "at most %d plugins", ATH_BENCH_MAX_PLUGINS);
     if (named) {
-        char root[ATH_PATH_MAX];
         ath_err_t e;
-        if (ath_plugins_root(root, sizeof root, &e) != 0)
+        if (ath_plugin_named(value, pl->named[pl->n], sizeof pl->named[pl->n], &e) != 0)
             return ath_errf(err, "--plugin %s: %s", value, e.msg);
-        int len = snprintf(pl->named[pl->n], sizeof pl->named[pl->n], "%s/%s", root, value);
-        if (len < 0 || (size_t)len >= sizeof pl->named[pl->n])
-            return ath_errf(err, "--plugin %s: path too long", value);
         pl->items[pl->n] = pl->named[pl->n];
     } else {
         pl->items[pl->n] = value;
@@ -213,6 +218,60 @@ static int default_plugin(plugin_list_t *pl, const char *cmd)
 /* ------------------------------------------------------------------------- */
 /* train                                                                     */
 
+/* The run's files, checked before anything is loaded or trained: no output
+ * may be an input or another output (exit 2), each output must be creatable
+ * (exit 4 for the checkpoint, 1 for the CSV and SVG), and an existing
+ * checkpoint is replaced only by the run that resumes from it or with
+ * --overwrite (exit 4). Returns an ATH_EXIT_* code. */
+static int check_train_paths(const ath_train_opts_t *o, const ath_swap_opts_t *sw,
+                             const swap_at_list_t *at, int overwrite)
+{
+    char plugin[ATH_PATH_MAX], at_file[ATH_SWAP_MAX_AT][ATH_PATH_MAX];
+    ath_plugin_file(o->plugin, plugin, sizeof plugin);
+    ath_io_path_t p[6 + ATH_SWAP_MAX_AT] = {
+        {.path = plugin, .what = "the plugin file"},
+        {.path = o->resume, .what = "--resume"},
+        {.path = sw->sha256_file, .what = "--plugin-sha256"},
+        {.path = o->checkpoint, .what = "--checkpoint", .output = 1, .may_equal = "--resume"},
+        {.path = o->csv, .what = "--csv", .output = 1},
+        {.path = o->svg, .what = "--svg", .output = 1},
+    };
+    int n = 6;
+    for (int i = 0; i < at->n; i++, n++) {
+        ath_plugin_file(at->at[i].path, at_file[i], sizeof at_file[i]);
+        p[n] = (ath_io_path_t){.path = at_file[i], .what = "--swap-at"};
+    }
+    int which = 0;
+    ath_err_t err;
+    switch (ath_io_check(p, n, &which, &err)) {
+    case ATH_IO_OK: break;
+    case ATH_IO_COLLISION:
+        fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
+        return ATH_EXIT_USAGE;
+    case ATH_IO_UNWRITABLE:
+        fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
+        return p[which].path == o->checkpoint ? ATH_EXIT_CHECKPOINT : ATH_EXIT_FAILURE;
+    }
+    struct stat ck, rs;
+    int resumes_it = o->resume && stat(o->resume, &rs) == 0 && o->checkpoint &&
+                     stat(o->checkpoint, &ck) == 0 && rs.st_dev == ck.st_dev &&
+                     rs.st_ino == ck.st_ino;
+    if (o->checkpoint && !overwrite && !resumes_it && lstat(o->checkpoint, &ck) == 0) {
+        ath_ckpt_meta_t m;
+        char held[1100];
+        if (ath_ckpt_peek(o->checkpoint, &m, &err) == 0)
+            snprintf(held, sizeof held, "a checkpoint at step %llu", (unsigned long long)m.step);
+        else
+            snprintf(held, sizeof held, "not a checkpoint this program reads");
+        fprintf(stderr,
+                "auxtrunk-host train: --checkpoint %s exists (%s) and this run does not resume "
+                "from it; add --resume %s to continue that run, or --overwrite to replace it\n",
+                o->checkpoint, held, o->checkpoint);
+        return ATH_EXIT_CHECKPOINT;
+    }
+    return ATH_EXIT_OK;
+}
+
 static int cmd_train(int argc, char **argv, int first)
 {
     ath_train_opts_t o = {
@@ -225,17 +284,19 @@ static int cmd_train(int argc, char **argv, int first)
         .steps = ATH_TRAIN_STEPS,
         .seed = ATH_TRAIN_SEED,
         .lr = ATH_TRAIN_LR,
+        .call_timeout_s = ATH_TRAIN_CALL_TIMEOUT_S,
     };
     plugin_list_t plugins = {.n = 0};
     int batch = o.batch;
     ath_swap_opts_t sw;
     memset(&sw, 0, sizeof sw);
-    sw.vet_timeout_s = ATH_SWAP_VET_TIMEOUT_S;
+    sw.vet_timeout_s = ATH_VET_TIMEOUT_S;
     sw.rollback_steps = ATH_SWAP_ROLLBACK_STEPS;
     swap_at_list_t swap_at = {.n = 0};
+    int overwrite = 0;
     const ath_opt_t opts[] = {
         CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory (or a libauxtrunk.so file)"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root (cpu, cuda-v1, ...)"),
         NUM("steps", "N", ATH_OPT_U64, &o.steps, 0, U64_MAX_D, "train until step N (a resumed run continues to N)"),
         NUM("batch", "B", ATH_OPT_INT, &batch, 1, AUXTRUNK_MAX_BATCH, "samples per step"),
         NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D, "seed of the task, the data and the initial parameters"),
@@ -247,11 +308,14 @@ static int cmd_train(int argc, char **argv, int first)
         PLAIN("csv", "FILE", ATH_OPT_STR, &o.csv, "write the loss curve as CSV (step,loss; '-' = stdout)"),
         PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg, "write the loss curve as an SVG chart (log-scale loss)"),
         PLAIN("checkpoint", "FILE", ATH_OPT_STR, &o.checkpoint, "write a checkpoint to FILE at the end (atomically)"),
+        PLAIN("overwrite", NULL, ATH_OPT_FLAG, &overwrite, "replace an existing --checkpoint FILE this run does not --resume from"),
         NUM_T("checkpoint-every", "N", ATH_OPT_U64, &o.checkpoint_every, 1, U64_MAX_D, NULL, "also write it every N steps"),
         PLAIN("resume", "FILE", ATH_OPT_STR, &o.resume, "continue from checkpoint FILE (same topology and settings)"),
         NUM_T("log-every", "N", ATH_OPT_U64, &o.log_every, 1, U64_MAX_D, "about 10 per run", "progress line every N steps"),
         NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for a CUDA plugin"),
         PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "no progress lines, only the summary"),
+        PLAIN("no-graph", NULL, ATH_OPT_FLAG, &o.no_graph, "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"),
+        NUM("call-timeout", "SECONDS", ATH_OPT_DOUBLE, &o.call_timeout_s, 0, 1e9, "end the run (exit 5) if a plugin call or the device hangs this long (0 = never)"),
         PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"),
         NUM_T("swap-poll-ms", "MS", ATH_OPT_INT, &sw.poll_ms, 1, 3600000, "inotify", "hot-swap: poll the directory every MS ms instead of inotify"),
         CUSTOM("swap-at", "STEP:PATH", &swap_at, set_swap_at, NULL, "hot-swap: swap to PATH after step STEP (repeatable, ascending)"),
@@ -279,6 +343,9 @@ static int cmd_train(int argc, char **argv, int first)
     if (default_plugin(&plugins, "train") != 0)
         return ATH_EXIT_PLUGIN;
     o.plugin = plugins.items[0];
+    int code = check_train_paths(&o, &sw, &swap_at, overwrite);
+    if (code != ATH_EXIT_OK)
+        return code;
     /* Any hot-swap option turns the swapper on (and SIGHUP into "re-read the
      * plugin directory"); the vetting child of a CUDA process is this program. */
     if (sw.watch || swap_at.n || sw.sha256_file || sw.poll_ms) {
@@ -312,7 +379,7 @@ static int cmd_bench(int argc, char **argv, int first)
     batch_list_t batches = {{32, 256, 1024, 4096, 65536}, 5};
     const ath_opt_t opts[] = {
         CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory or file; repeat to compare plugins"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root; repeatable"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root; repeatable"),
         CUSTOM("batches", "LIST", &batches, set_batches, show_batches, "batch sizes, comma-separated"),
         NUM("iters", "N", ATH_OPT_INT, &o.iters, 1, 100000000, "timed iterations per batch, at most"),
         NUM("warmup", "N", ATH_OPT_INT, &o.warmup, 0, 100000000, "untimed warm-up iterations, at most"),
@@ -389,8 +456,8 @@ int main(int argc, char **argv)
         );
         return ATH_EXIT_OK;
     }
-    if (argc >= 2 && strcmp(argv[1], ATH_SWAP_VET_COMMAND) == 0) /* internal: swap.h */
-        return ath_swap_vet_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], ATH_VET_COMMAND) == 0) /* internal: vet.h */
+        return ath_vet_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return cmd_bench(argc, argv, 2);
     if (argc >= 2 && strcmp(argv[1], "train") == 0)

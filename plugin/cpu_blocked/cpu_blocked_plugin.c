@@ -39,7 +39,7 @@ static void infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t b
 
 const atp_host_kernels_t atp_host_plugin_kernels = {
     .impl_name = "cpu-blocked",
-    .kernel_version = "cpu-blocked 1.0.0 (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version = "cpu-blocked " AUXTRUNK_KERNEL_VERSION " (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT,
     .infer_workspace = infer_workspace,
     .backward_workspace = cpb_backward_workspace,
