@@ -38,7 +38,9 @@ static const char *exit_codes_help =
     "  3  plugin refused: missing, not loadable, no entry symbol, incompatible ABI,\n"
     "     broken API table, no CUDA support/device, or init failed\n"
     "  4  checkpoint refused (truncated, corrupted, wrong magic/version/topology/\n"
-    "     settings) or could not be written\n";
+    "     settings) or could not be written\n"
+    "  5  a plugin call or the device hung (--call-timeout); the last checkpoint is intact\n"
+    "  130, 143  stopped by SIGINT, SIGTERM (after the final checkpoint, if configured)\n";
 
 static const char *train_intro =
     "Usage: auxtrunk-host [train] [options]\n\n"
@@ -282,6 +284,7 @@ static int cmd_train(int argc, char **argv, int first)
         .steps = ATH_TRAIN_STEPS,
         .seed = ATH_TRAIN_SEED,
         .lr = ATH_TRAIN_LR,
+        .call_timeout_s = ATH_TRAIN_CALL_TIMEOUT_S,
     };
     plugin_list_t plugins = {.n = 0};
     int batch = o.batch;
@@ -311,6 +314,8 @@ static int cmd_train(int argc, char **argv, int first)
         NUM_T("log-every", "N", ATH_OPT_U64, &o.log_every, 1, U64_MAX_D, "about 10 per run", "progress line every N steps"),
         NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for a CUDA plugin"),
         PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "no progress lines, only the summary"),
+        PLAIN("no-graph", NULL, ATH_OPT_FLAG, &o.no_graph, "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"),
+        NUM("call-timeout", "SECONDS", ATH_OPT_DOUBLE, &o.call_timeout_s, 0, 1e9, "end the run (exit 5) if a plugin call or the device hangs this long (0 = never)"),
         PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"),
         NUM_T("swap-poll-ms", "MS", ATH_OPT_INT, &sw.poll_ms, 1, 3600000, "inotify", "hot-swap: poll the directory every MS ms instead of inotify"),
         CUSTOM("swap-at", "STEP:PATH", &swap_at, set_swap_at, NULL, "hot-swap: swap to PATH after step STEP (repeatable, ascending)"),

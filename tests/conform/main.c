@@ -7,7 +7,8 @@
  * crashes, hangs or corrupts memory takes down only the child running one
  * check, which then fails with the reason ("killed by signal 11
  * (Segmentation fault) during init", "timed out after 60 s during forward").
- * Each child leads its own process group, and a timeout kills the group.
+ * Each child leads its own process group, and a timeout kills the group
+ * (host_stub/supervise.c, the same supervised child as the host's vetting).
  *
  * Exit status: 0 every selected check passed or was skipped; 1 at least one
  * failed; 2 usage error (bad option, no plugin path, a plugin or reference
@@ -424,6 +425,10 @@ int main(int argc, char **argv)
 
     /* Selection. */
     const cf_check_t **sel = calloc(cf_check_count, sizeof *sel);
+    if (!sel) {
+        fprintf(stderr, "auxtrunk-conform: out of memory\n");
+        return 2;
+    }
     size_t n_sel = 0;
     for (int k = 0; k < n_only; k++) {
         int hit = 0;
@@ -431,6 +436,7 @@ int main(int argc, char **argv)
             hit |= matches(only[k], cf_checks[i].name);
         if (!hit) {
             fprintf(stderr, "auxtrunk-conform: --only %s matches no check (see --list)\n", only[k]);
+            free(sel);
             return 2;
         }
     }
@@ -444,11 +450,13 @@ int main(int argc, char **argv)
     if (list) {
         for (size_t i = 0; i < n_sel; i++)
             printf("%-28s %s\n", sel[i]->name, sel[i]->summary);
+        free(sel);
         return 0;
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "auxtrunk-conform: expected exactly one plugin path\n");
         usage(stderr);
+        free(sel);
         return 2;
     }
     opt.plugin = argv[optind];
@@ -481,6 +489,7 @@ int main(int argc, char **argv)
         rep = fopen(report, "w");
         if (!rep) {
             fprintf(stderr, "auxtrunk-conform: cannot write %s: %s\n", report, strerror(errno));
+            free(sel);
             return 2;
         }
     }

@@ -714,6 +714,20 @@ static void watch_case(int poll_ms, int copy_over, const char *trigger)
     tst_scratch_done();
 }
 
+/* A plugin directory "pd" holding the CPU plugin, watched (inotify) by a
+ * swapper that runs it; file gets the path of its libauxtrunk.so. */
+static char *watched_dir(api_t *a, char *file, size_t n)
+{
+    char *dir = plugin_dir("pd", CPU_SO);
+    ath_swap_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.watch = 1;
+    ath_err_t err;
+    ck_assert_msg(api_open(a, &o, dir, &err) == ATH_LOAD_OK, "%s", err.msg);
+    snprintf(file, n, "%s/libauxtrunk.so", dir);
+    return dir;
+}
+
 /* The watched directory replaced (renamed away, a new one put at its
  * path): the watch must not go deaf. It says so, watches the new directory
  * and takes what is there and what is deployed into it later; the same with
@@ -721,16 +735,10 @@ static void watch_case(int poll_ms, int copy_over, const char *trigger)
 static void dir_replaced_case(int remove_old)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
-    char *dir = plugin_dir("pd", CPU_SO);
-    ath_swap_opts_t o;
-    memset(&o, 0, sizeof o);
-    o.watch = 1;
     api_t a;
-    ath_err_t err;
-    ck_assert_msg(api_open(&a, &o, dir, &err) == ATH_LOAD_OK, "%s", err.msg);
     char old[4400], file[4400];
+    char *dir = watched_dir(&a, file, sizeof file);
     snprintf(old, sizeof old, "%s.old", dir);
-    snprintf(file, sizeof file, "%s/libauxtrunk.so", dir);
     if (remove_old) {
         ck_assert(unlink(file) == 0);
         ck_assert(rmdir(dir) == 0);
@@ -987,16 +995,10 @@ END_TEST
 START_TEST(test_fifo_renamed_onto_watched_plugin)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
-    char *dir = plugin_dir("pd", CPU_SO);
-    ath_swap_opts_t o;
-    memset(&o, 0, sizeof o);
-    o.watch = 1;
     api_t a;
-    ath_err_t err;
-    ck_assert_msg(api_open(&a, &o, dir, &err) == ATH_LOAD_OK, "%s", err.msg);
     char fifo[4400], file[4400];
+    char *dir = watched_dir(&a, file, sizeof file);
     snprintf(fifo, sizeof fifo, "%s/.fifo", dir);
-    snprintf(file, sizeof file, "%s/libauxtrunk.so", dir);
     ck_assert(mkfifo(fifo, 0644) == 0);
     ck_assert(rename(fifo, file) == 0);
     api_wait_taken(&a, 1);
