@@ -31,6 +31,7 @@ struct auxtrunk_handle {
     float *h2;       /* [max_batch, H2] likewise */
     float *infer_ws; /* inference scratch: never the record */
     float *bwd_ws;   /* backward workspace (the kernel set sizes it) */
+    void *state;     /* the kernel set's own state, or NULL */
     uint64_t host_bytes;
 };
 
@@ -105,6 +106,7 @@ static int32_t host_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     atp_handle_base_init(&h->base, &dims, flags, device);
     h->host_bytes = sizeof *h;
     size_t B = (size_t)dims.max_batch;
+    st = AUXTRUNK_E_OUT_OF_MEMORY;
     if (!(h->h1 = alloc_floats(B * (size_t)dims.h1, &h->host_bytes)))
         goto fail_h1;
     if (!(h->h2 = alloc_floats(B * (size_t)dims.h2, &h->host_bytes)))
@@ -113,9 +115,17 @@ static int32_t host_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
         goto fail_infer;
     if (!(h->bwd_ws = alloc_floats(K->backward_workspace(&dims), &h->host_bytes)))
         goto fail_bwd;
+    if (K->state_create) {
+        uint64_t bytes = 0;
+        if ((st = K->state_create(&dims, &h->state, &bytes)) != AUXTRUNK_OK)
+            goto fail_state;
+        h->host_bytes += bytes;
+    }
     *out_handle = h;
     return AUXTRUNK_OK;
 
+fail_state:
+    free(h->bwd_ws);
 fail_bwd:
     free(h->infer_ws);
 fail_infer:
@@ -124,7 +134,7 @@ fail_h2:
     free(h->h1);
 fail_h1:
     free(h);
-    return AUXTRUNK_E_OUT_OF_MEMORY;
+    return st;
 }
 
 static int32_t host_destroy(auxtrunk_handle_t *h)
@@ -134,6 +144,8 @@ static int32_t host_destroy(auxtrunk_handle_t *h)
     if (atp_check_handle(h) != AUXTRUNK_OK)
         return AUXTRUNK_E_BAD_HANDLE;
     h->base.magic = ATP_MAGIC_DEAD; /* a stale pointer reads as dead, not live */
+    if (K->state_destroy)
+        K->state_destroy(h->state);
     free(h->bwd_ws);
     free(h->infer_ws);
     free(h->h2);
@@ -157,9 +169,9 @@ static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params
         return st;
     host_fpenv_t env = fpenv_enter();
     if (record)
-        K->forward(&h->base.dims, params, x, batch, h->h1, h->h2, out);
+        K->forward(h->state, &h->base.dims, params, x, batch, h->h1, h->h2, out);
     else
-        K->infer(&h->base.dims, params, x, batch, out, h->infer_ws);
+        K->infer(h->state, &h->base.dims, params, x, batch, out, h->infer_ws);
     fpenv_leave(env);
     if (record)
         h->base.recorded_batch = batch;
@@ -193,7 +205,7 @@ static int32_t host_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
     if (st != AUXTRUNK_OK)
         return st;
     host_fpenv_t env = fpenv_enter();
-    K->backward(&h->base.dims, params, x, h->h1, h->h2, dout, batch, grads,
+    K->backward(h->state, &h->base.dims, params, x, h->h1, h->h2, dout, batch, grads,
                 (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0, h->bwd_ws);
     fpenv_leave(env);
     atp_ok(&h->base);

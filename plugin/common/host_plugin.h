@@ -11,8 +11,11 @@
  *   h1, h2     [max_batch, H1], [max_batch, H2]  recorded by forward for backward
  *   infer_ws   infer_workspace(dims) floats      infer's scratch, never the record
  *   bwd_ws     backward_workspace(dims) floats   backward's scratch
- * Calls are synchronous; the kernels run on the calling thread, cannot fail
- * once the arguments are validated, and never allocate. No fast mode.
+ *   state      state_create's, when the kernel set has one (its own threads
+ *              and buffers), freed by destroy
+ * Calls are synchronous (the kernels may use their own threads, and return
+ * when all is done), cannot fail once the arguments are validated, and never
+ * allocate. No fast mode.
  */
 #ifndef AUXTRUNK_PLUGIN_HOST_PLUGIN_H
 #define AUXTRUNK_PLUGIN_HOST_PLUGIN_H
@@ -32,20 +35,27 @@ typedef struct atp_host_kernels {
     const char *kernel_version; /* auxtrunk_api_t.kernel_version */
     uint64_t caps;              /* must include AUXTRUNK_CAP_MEM_HOST */
 
+    /* Optional, both or neither (NULL: no state): per-handle kernel state,
+     * made by init after the buffers and freed by destroy. Returns
+     * AUXTRUNK_OK and sets *state and *bytes (host memory it holds, added to
+     * memory_usage), or init's status with nothing left behind. The three
+     * calls below receive it as `state` (NULL without one). */
+    int32_t (*state_create)(const atp_dims_t *dims, void **state, uint64_t *bytes);
+    void (*state_destroy)(void *state);
     /* Floats of scratch infer needs for any batch up to dims->max_batch. */
     size_t (*infer_workspace)(const atp_dims_t *dims);
     /* Floats of scratch backward needs for any batch up to dims->max_batch. */
     size_t (*backward_workspace)(const atp_dims_t *dims);
     /* Arguments are validated; h1, h2 are the handle's record. */
-    void (*forward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                    int32_t batch, float *h1, float *h2, float *out);
+    void (*forward)(void *state, const atp_dims_t *dims, const auxtrunk_params_t *p,
+                    const float *x, int32_t batch, float *h1, float *h2, float *out);
     /* The same bits as forward in out; hidden activations only in ws. */
-    void (*infer)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                  int32_t batch, float *out, float *ws);
+    void (*infer)(void *state, const atp_dims_t *dims, const auxtrunk_params_t *p,
+                  const float *x, int32_t batch, float *out, float *ws);
     /* Backward of the forward that recorded h1, h2 from x. */
-    void (*backward)(const atp_dims_t *dims, const auxtrunk_params_t *p, const float *x,
-                     const float *h1, const float *h2, const float *dout, int32_t batch,
-                     const auxtrunk_grads_t *g, int accumulate, float *ws);
+    void (*backward)(void *state, const atp_dims_t *dims, const auxtrunk_params_t *p,
+                     const float *x, const float *h1, const float *h2, const float *dout,
+                     int32_t batch, const auxtrunk_grads_t *g, int accumulate, float *ws);
 } atp_host_kernels_t;
 
 /* Defined by each CPU plugin (one per libauxtrunk.so). */

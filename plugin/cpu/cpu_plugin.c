@@ -26,24 +26,27 @@ static size_t backward_workspace(const atp_dims_t *d)
     return cpu_trunk_backward_workspace(atp_kernel_dims(d), d->max_batch);
 }
 
-static void forward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
-                    float *h1, float *h2, float *out)
+static void forward(void *state, const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
+                    int32_t batch, float *h1, float *h2, float *out)
 {
+    (void)state;
     const cpu_params_t v = atp_kernel_params(p);
     cpu_trunk_forward(atp_kernel_dims(d), &v, x, batch, h1, h2, out);
 }
 
-static void infer(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
-                  float *out, float *ws)
+static void infer(void *state, const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
+                  int32_t batch, float *out, float *ws)
 {
+    (void)state;
     const cpu_params_t v = atp_kernel_params(p);
     cpu_trunk_infer(atp_kernel_dims(d), &v, x, batch, out, ws);
 }
 
-static void backward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                     const float *h1, const float *h2, const float *dout, int32_t batch,
-                     const auxtrunk_grads_t *g, int accumulate, float *ws)
+static void backward(void *state, const atp_dims_t *d, const auxtrunk_params_t *p,
+                     const float *x, const float *h1, const float *h2, const float *dout,
+                     int32_t batch, const auxtrunk_grads_t *g, int accumulate, float *ws)
 {
+    (void)state;
     const cpu_params_t v = atp_kernel_params(p);
     const cpu_grads_t gr = atp_kernel_grads(g);
     cpu_trunk_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate, ws);

@@ -32,16 +32,18 @@ static size_t backward_workspace(const atp_dims_t *d)
     return cpb_backward_workspace(atp_kernel_dims(d), d->max_batch);
 }
 
-static void forward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
-                    float *h1, float *h2, float *out)
+static void forward(void *state, const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
+                    int32_t batch, float *h1, float *h2, float *out)
 {
+    (void)state;
     const cpb_params_t v = atp_kernel_params(p);
     cpb_forward(atp_kernel_dims(d), &v, x, batch, h1, h2, out);
 }
 
-static void infer(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x, int32_t batch,
-                  float *out, float *ws)
+static void infer(void *state, const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
+                  int32_t batch, float *out, float *ws)
 {
+    (void)state;
     const cpb_dims_t c = atp_kernel_dims(d);
     const cpb_params_t v = atp_kernel_params(p);
     float *h1 = ws, *h2 = ws + (size_t)INFER_ROWS * (size_t)c.h1;
@@ -51,10 +53,11 @@ static void infer(const atp_dims_t *d, const auxtrunk_params_t *p, const float *
     }
 }
 
-static void backward(const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                     const float *h1, const float *h2, const float *dout, int32_t batch,
-                     const auxtrunk_grads_t *g, int accumulate, float *ws)
+static void backward(void *state, const atp_dims_t *d, const auxtrunk_params_t *p,
+                     const float *x, const float *h1, const float *h2, const float *dout,
+                     int32_t batch, const auxtrunk_grads_t *g, int accumulate, float *ws)
 {
+    (void)state;
     const cpb_params_t v = atp_kernel_params(p);
     const cpb_grads_t gr = atp_kernel_grads(g);
     cpb_backward(atp_kernel_dims(d), &v, x, h1, h2, dout, batch, &gr, accumulate, ws);
