@@ -12,7 +12,10 @@
  * its depth steps in order, one fused multiply-add each. The ELU is the one
  * definition in abi/auxtrunk_canon.h, inlined into each variant and
  * vectorised by the compiler (lanes are independent elements; no
- * reassociation under -ffp-contract=off).
+ * reassociation under -ffp-contract=off). The library is built with
+ * -fno-trapping-math so that the compiler may evaluate both sides of the
+ * ELU' select in every lane: that changes which exception flags an
+ * operation may raise (the host adapter masks them all), never a value.
  */
 #include "cpb_isa.h"
 
@@ -35,6 +38,13 @@ static inline __attribute__((always_inline)) void elu_body(float *restrict y, si
         y[i] = auxtrunk_canon_elu(y[i]);
 }
 
+static inline __attribute__((always_inline)) void elu_grad_body(float *restrict d,
+                                                                const float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = auxtrunk_canon_elu_grad(d[i], y[i]);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Scalar: 4 x 8, plain fmaf (any CPU)                                       */
 
@@ -42,7 +52,7 @@ static inline __attribute__((always_inline)) void elu_body(float *restrict y, si
 #define S_NR 8
 
 static void tile_scalar(int32_t depth, const float *restrict a, const float *restrict b,
-                        const float *restrict init, float *restrict t)
+                        const float *restrict init, float *restrict t, size_t ldc)
 {
     float c[S_MR][S_NR];
     for (int i = 0; i < S_MR; i++)
@@ -54,10 +64,11 @@ static void tile_scalar(int32_t depth, const float *restrict a, const float *res
                 c[i][j] = fmaf(a[i], b[j], c[i][j]);
     for (int i = 0; i < S_MR; i++)
         for (int j = 0; j < S_NR; j++)
-            t[i * S_NR + j] = c[i][j];
+            t[i * ldc + j] = c[i][j];
 }
 
 static void elu_scalar(float *y, size_t n) { elu_body(y, n); }
+static void elu_grad_scalar(float *d, const float *y, size_t n) { elu_grad_body(d, y, n); }
 
 #ifdef CPB_X86
 /* ------------------------------------------------------------------------- */
@@ -68,7 +79,7 @@ static void elu_scalar(float *y, size_t n) { elu_body(y, n); }
 #define TARGET_AVX2 __attribute__((target("avx2,fma")))
 
 TARGET_AVX2 static void tile_avx2(int32_t depth, const float *restrict a, const float *restrict b,
-                                  const float *restrict init, float *restrict t)
+                                  const float *restrict init, float *restrict t, size_t ldc)
 {
     const __m256 i0 = init ? _mm256_loadu_ps(init) : _mm256_setzero_ps();
     const __m256 i1 = init ? _mm256_loadu_ps(init + 8) : _mm256_setzero_ps();
@@ -89,12 +100,16 @@ TARGET_AVX2 static void tile_avx2(int32_t depth, const float *restrict a, const 
     }
 #pragma GCC unroll 6
     for (int i = 0; i < A2_MR; i++) {
-        _mm256_store_ps(t + i * A2_NR, c0[i]);
-        _mm256_store_ps(t + i * A2_NR + 8, c1[i]);
+        _mm256_storeu_ps(t + i * ldc, c0[i]);
+        _mm256_storeu_ps(t + i * ldc + 8, c1[i]);
     }
 }
 
 TARGET_AVX2 static void elu_avx2(float *y, size_t n) { elu_body(y, n); }
+TARGET_AVX2 static void elu_grad_avx2(float *d, const float *y, size_t n)
+{
+    elu_grad_body(d, y, n);
+}
 
 /* ------------------------------------------------------------------------- */
 /* AVX-512: 12 x 32, 24 accumulators of 16 lanes                             */
@@ -105,7 +120,7 @@ TARGET_AVX2 static void elu_avx2(float *y, size_t n) { elu_body(y, n); }
 
 TARGET_AVX512 static void tile_avx512(int32_t depth, const float *restrict a,
                                       const float *restrict b, const float *restrict init,
-                                      float *restrict t)
+                                      float *restrict t, size_t ldc)
 {
     const __m512 i0 = init ? _mm512_loadu_ps(init) : _mm512_setzero_ps();
     const __m512 i1 = init ? _mm512_loadu_ps(init + 16) : _mm512_setzero_ps();
@@ -126,23 +141,28 @@ TARGET_AVX512 static void tile_avx512(int32_t depth, const float *restrict a,
     }
 #pragma GCC unroll 12
     for (int i = 0; i < A5_MR; i++) {
-        _mm512_store_ps(t + i * A5_NR, c0[i]);
-        _mm512_store_ps(t + i * A5_NR + 16, c1[i]);
+        _mm512_storeu_ps(t + i * ldc, c0[i]);
+        _mm512_storeu_ps(t + i * ldc + 16, c1[i]);
     }
 }
 
 TARGET_AVX512 static void elu_avx512(float *y, size_t n) { elu_body(y, n); }
+TARGET_AVX512 static void elu_grad_avx512(float *d, const float *y, size_t n)
+{
+    elu_grad_body(d, y, n);
+}
 #endif /* CPB_X86 */
 
 /* ------------------------------------------------------------------------- */
 /* Selection                                                                 */
 
-static const cpb_ops_t ops_scalar = {CPB_ISA_SCALAR, "scalar", S_MR, S_NR, tile_scalar,
-                                     elu_scalar};
+static const cpb_ops_t ops_scalar = {CPB_ISA_SCALAR, "scalar", S_MR,           S_NR,
+                                     tile_scalar,    elu_scalar, elu_grad_scalar};
 #ifdef CPB_X86
-static const cpb_ops_t ops_avx2 = {CPB_ISA_AVX2, "avx2", A2_MR, A2_NR, tile_avx2, elu_avx2};
-static const cpb_ops_t ops_avx512 = {CPB_ISA_AVX512, "avx512", A5_MR, A5_NR, tile_avx512,
-                                     elu_avx512};
+static const cpb_ops_t ops_avx2 = {CPB_ISA_AVX2, "avx2",   A2_MR,        A2_NR,
+                                   tile_avx2,    elu_avx2, elu_grad_avx2};
+static const cpb_ops_t ops_avx512 = {CPB_ISA_AVX512, "avx512",   A5_MR,          A5_NR,
+                                     tile_avx512,    elu_avx512, elu_grad_avx512};
 #endif
 
 const cpb_ops_t *cpb_ops_for(cpb_isa_t isa)

@@ -22,12 +22,16 @@ typedef struct cpb_ops {
     cpb_isa_t isa;
     const char *name;
     int32_t mr, nr; /* register tile: MR rows x NR columns */
-    /* t [MR][NR] = init[j] (0.0f when init is NULL), then for r = 0 .. depth-1
-     * ascending  t[i][j] = fmaf(a[r*MR + i], b[r*NR + j], t[i][j]).
-     * a, b packed as above; init NR floats; t 64-byte aligned. */
-    void (*tile)(int32_t depth, const float *a, const float *b, const float *init, float *t);
+    /* c[i*ldc + j] (i < MR, j < NR) = init[j] (0.0f when init is NULL), then
+     * for r = 0 .. depth-1 ascending  c = fmaf(a[r*MR + i], b[r*NR + j], c).
+     * a, b packed as above; init NR floats; the whole MR x NR block of c is
+     * written. */
+    void (*tile)(int32_t depth, const float *a, const float *b, const float *init, float *c,
+                 size_t ldc);
     /* y[i] = auxtrunk_canon_elu(y[i]) for i < n. */
     void (*elu)(float *y, size_t n);
+    /* d[i] = auxtrunk_canon_elu_grad(d[i], y[i]) for i < n. */
+    void (*elu_grad)(float *d, const float *y, size_t n);
 } cpb_ops_t;
 
 /* The variant for `isa` (CPB_ISA_AUTO: the widest this CPU runs), or NULL

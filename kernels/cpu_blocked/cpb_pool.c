@@ -1,14 +1,21 @@
 /*
  * cpb_pool.c — the thread pool of kernels/cpu_blocked (cpb_pool.h).
  *
- * A phase is published by bumping `gen` after its fields are written; each
- * worker takes task indices from the shared counter `next` until none is
- * left, then decrements `busy`; the caller takes tasks too and returns once
- * `busy` is zero. Waiting spins briefly (phases of one call follow each other
- * within microseconds) and then sleeps on a condition variable, so idle
- * workers cost nothing between calls. No spinning when the pool has more
- * threads than the machine has CPUs: a spinning thread would only take time
- * from one that has work.
+ * A phase is one 64-bit word, (generation, ntasks, next), published after
+ * the phase's fields are written. Any thread claims task `next` by
+ * compare-and-swap while next < ntasks, runs it and counts it done; the
+ * caller claims too and returns once `done` reaches ntasks. So the caller
+ * waits only for tasks that were actually claimed: a worker that the system
+ * has not scheduled yet (the machine may be busy with other work) finds the
+ * phase finished when it wakes, and never holds the others up. A successful
+ * claim also pins the phase's fields: they cannot change before that task
+ * is done.
+ *
+ * Waiting spins briefly (phases of one call follow each other within
+ * microseconds) and then sleeps on a condition variable, so idle workers cost
+ * nothing between calls. No spinning when the pool has more threads than the
+ * machine has CPUs: a spinning thread would only take time from one that has
+ * work.
  */
 #define _GNU_SOURCE
 #include "cpb_pool.h"
@@ -32,6 +39,12 @@
 #define SPIN_POLLS 4000
 /* Workers only run kernels, whose scratch is in the handle's workspace. */
 #define WORKER_STACK (512u * 1024u)
+/* The phase word: generation (24 bits) | ntasks (20) | next (20). */
+#define TASK_BITS 20
+#define TASK_MASK ((UINT64_C(1) << TASK_BITS) - 1)
+#define WORD_GEN(w) ((uint32_t)((w) >> (2 * TASK_BITS)))
+#define WORD_NTASKS(w) ((int32_t)(((w) >> TASK_BITS) & TASK_MASK))
+#define WORD_NEXT(w) ((int32_t)((w)&TASK_MASK))
 
 typedef struct worker {
     cpb_pool_t *pool;
@@ -46,29 +59,38 @@ struct cpb_pool {
 
     pthread_mutex_t mu;
     pthread_cond_t wake; /* a new phase, or stop */
-    pthread_cond_t idle; /* busy reached 0 */
-    atomic_uint gen;     /* phase number, bumped after the fields below */
+    pthread_cond_t idle; /* done reached ntasks */
+    _Atomic uint64_t word; /* the phase: generation, ntasks, next */
+    atomic_int done;       /* tasks of the phase finished */
     atomic_int stop;
 
-    /* The current phase. */
+    /* The current phase's fields, stable while any of its tasks is claimed. */
     cpb_task_fn fn;
     void *ctx;
     int32_t ntasks;
     fenv_t env;
-    atomic_int next; /* next task index to hand out */
-    atomic_int busy; /* workers that have not finished the phase */
 
     pthread_t *tid;
     worker_t *workers;
 };
 
-static void run_tasks(cpb_pool_t *p, int32_t thread)
+/* Claims and runs tasks of the current phase until none is left. */
+static void run_tasks(cpb_pool_t *p, int32_t thread, int set_env)
 {
-    for (;;) {
-        int32_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (i >= p->ntasks)
-            return;
-        p->fn(p->ctx, i, thread);
+    uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
+    while (WORD_NEXT(w) < WORD_NTASKS(w)) {
+        if (!atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        if (set_env)
+            fesetenv(&p->env);
+        p->fn(p->ctx, WORD_NEXT(w), thread);
+        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == WORD_NTASKS(w)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->idle);
+            pthread_mutex_unlock(&p->mu);
+        }
+        w = atomic_load_explicit(&p->word, memory_order_acquire);
     }
 }
 
@@ -76,16 +98,16 @@ static void *worker_main(void *arg)
 {
     const worker_t *w = arg;
     cpb_pool_t *p = w->pool;
-    unsigned seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        uint32_t g = WORD_GEN(atomic_load_explicit(&p->word, memory_order_acquire));
         for (int s = 0; g == seen && s < p->spin; s++) {
             CPB_PAUSE();
-            g = atomic_load_explicit(&p->gen, memory_order_acquire);
+            g = WORD_GEN(atomic_load_explicit(&p->word, memory_order_acquire));
         }
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+            while ((g = WORD_GEN(atomic_load_explicit(&p->word, memory_order_acquire))) == seen &&
                    !atomic_load(&p->stop))
                 pthread_cond_wait(&p->wake, &p->mu);
             pthread_mutex_unlock(&p->mu);
@@ -93,13 +115,7 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop))
             return NULL;
         seen = g;
-        fesetenv(&p->env);
-        run_tasks(p, w->index);
-        if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->idle);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_tasks(p, w->index, 1);
     }
 }
 
@@ -133,10 +149,9 @@ int cpb_pool_create(int32_t threads, cpb_pool_t **out)
     p->pid = getpid();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     p->spin = cpus > 0 && threads <= cpus ? SPIN_POLLS : 0;
-    atomic_init(&p->gen, 0u);
+    atomic_init(&p->word, UINT64_C(0));
+    atomic_init(&p->done, 0);
     atomic_init(&p->stop, 0);
-    atomic_init(&p->next, 0);
-    atomic_init(&p->busy, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->idle, NULL);
@@ -188,7 +203,7 @@ void cpb_pool_run(cpb_pool_t *p, int32_t ntasks, cpb_task_fn fn, void *ctx)
 {
     if (ntasks <= 0)
         return;
-    if (p->threads == 1 || ntasks == 1 || getpid() != p->pid) {
+    if (p->threads == 1 || ntasks == 1 || (uint64_t)ntasks > TASK_MASK || getpid() != p->pid) {
         for (int32_t i = 0; i < ntasks; i++)
             fn(ctx, i, 0);
         return;
@@ -197,20 +212,22 @@ void cpb_pool_run(cpb_pool_t *p, int32_t ntasks, cpb_task_fn fn, void *ctx)
     p->ctx = ctx;
     p->ntasks = ntasks;
     fegetenv(&p->env);
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->busy, p->threads - 1, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    const uint64_t gen = WORD_GEN(atomic_load_explicit(&p->word, memory_order_relaxed)) + 1u;
+    const uint64_t word = (gen & 0xFFFFFFu) << (2 * TASK_BITS) | (uint64_t)ntasks << TASK_BITS;
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1u, memory_order_release);
+    atomic_store_explicit(&p->word, word, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
-    run_tasks(p, 0);
+    run_tasks(p, 0, 0);
 
-    for (int s = 0; atomic_load_explicit(&p->busy, memory_order_acquire) != 0 && s < p->spin; s++)
+    for (int s = 0; atomic_load_explicit(&p->done, memory_order_acquire) != ntasks && s < p->spin;
+         s++)
         CPB_PAUSE();
-    if (atomic_load_explicit(&p->busy, memory_order_acquire) != 0) {
+    if (atomic_load_explicit(&p->done, memory_order_acquire) != ntasks) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
+        while (atomic_load_explicit(&p->done, memory_order_acquire) != ntasks)
             pthread_cond_wait(&p->idle, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }

@@ -37,7 +37,8 @@ void cpb_pool_destroy(cpb_pool_t *pool);
 int32_t cpb_pool_threads(const cpb_pool_t *pool);
 
 /* Runs fn(ctx, i, thread) for every i in [0, ntasks), each once, and returns
- * when all have returned. Not reentrant: one phase at a time per pool. */
+ * when all have returned. Not reentrant: one phase at a time per pool.
+ * Phases of 2^20 tasks or more run on the calling thread alone. */
 void cpb_pool_run(cpb_pool_t *pool, int32_t ntasks, cpb_task_fn fn, void *ctx);
 
 #endif /* AUXTRUNK_CPB_POOL_H */

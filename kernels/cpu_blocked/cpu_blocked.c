@@ -228,50 +228,59 @@ const char *cpb_isa_name(const cpb_trunk_t *t) { return t->ops->name; }
  *   dst[(blk*depth + r0 + r)*w + i] = src[(blk*w + i)*s_idx + r*s_dep]
  * for every block blk, r < nrows, i < w; 0.0f where blk*w + i >= count.
  * `depth` is the depth capacity of a block, r0 the first step written.
+ * Either the values of a step (s_idx == 1) or the steps of a value
+ * (s_dep == 1) are contiguous in every use; the loops read along them.
  */
 static void pack(float *restrict dst, size_t depth, size_t r0, const float *restrict src,
                  int32_t count, int32_t nrows, int32_t w, size_t s_idx, size_t s_dep)
 {
-    for (int32_t b0 = 0; b0 < count; b0 += w) {
-        const int32_t n = min_i32(w, count - b0);
-        float *restrict blk = dst + ((size_t)(b0 / w) * depth + r0) * (size_t)w;
-        const float *restrict s = src + (size_t)b0 * s_idx;
+    const int32_t nblk = blocks(count, w);
+    if (s_idx == 1) {
         for (int32_t r = 0; r < nrows; r++) {
-            float *restrict o = blk + (size_t)r * w;
-            const float *restrict sr = s + (size_t)r * s_dep;
-            if (s_idx == 1)
-                memcpy(o, sr, (size_t)n * sizeof *o);
-            else
+            const float *restrict sr = src + (size_t)r * s_dep;
+            for (int32_t b = 0; b < nblk; b++) {
+                float *restrict o = dst + ((size_t)b * depth + r0 + r) * (size_t)w;
+                const int32_t n = min_i32(w, count - b * w);
                 for (int32_t i = 0; i < n; i++)
-                    o[i] = sr[(size_t)i * s_idx];
-            for (int32_t i = n; i < w; i++)
-                o[i] = 0.0f;
+                    o[i] = sr[b * w + i];
+                for (int32_t i = n; i < w; i++)
+                    o[i] = 0.0f;
+            }
+        }
+        return;
+    }
+    for (int32_t b = 0; b < nblk; b++) {
+        float *restrict blk = dst + ((size_t)b * depth + r0) * (size_t)w;
+        const int32_t n = min_i32(w, count - b * w);
+        for (int32_t i = 0; i < w; i++) {
+            const float *restrict si = src + (size_t)(b * w + i) * s_idx;
+            for (int32_t r = 0; r < nrows; r++)
+                blk[(size_t)r * w + i] = i < n ? si[(size_t)r * s_dep] : 0.0f;
         }
     }
 }
 
 /* One row tile of a product with N columns: y [rows, N] (row stride N) from
  * the packed A tile `a` and the B panels `b`, each chain started at init
- * (padded to whole panels) or at 0.0f when init is NULL. */
+ * (padded to whole panels) or at 0.0f when init is NULL. Whole tiles are
+ * stored in place, edge tiles through `tile`. */
 static void rows_product(const cpb_trunk_t *t, const float *a, int32_t depth, const float *b,
                          const float *init, int32_t N, int32_t rows, float *y, float *tile)
 {
     const int32_t nr = t->nr;
     for (int32_t p = 0; p * nr < N; p++) {
-        t->ops->tile(depth, a, b + (size_t)p * depth * nr, init ? init + (size_t)p * nr : NULL,
-                     tile);
+        const float *bp = b + (size_t)p * depth * nr, *ip = init ? init + (size_t)p * nr : NULL;
         const int32_t cols = min_i32(nr, N - p * nr);
+        float *yp = y + (size_t)p * nr;
+        if (rows == t->mr && cols == nr) {
+            t->ops->tile(depth, a, bp, ip, yp, (size_t)N);
+            continue;
+        }
+        t->ops->tile(depth, a, bp, ip, tile, (size_t)nr);
         for (int32_t i = 0; i < rows; i++)
-            memcpy(y + (size_t)i * N + (size_t)p * nr, tile + (size_t)i * nr,
-                   (size_t)cols * sizeof *y);
+            for (int32_t j = 0; j < cols; j++)
+                yp[(size_t)i * N + j] = tile[(size_t)i * nr + j];
     }
-}
-
-/* d = d · ELU'(y), y the post-activation (section 2). */
-static void elu_grad_rows(float *restrict d, const float *restrict y, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        d[i] = auxtrunk_canon_elu_grad(d[i], y[i]);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -404,10 +413,10 @@ static void bwd_rows_task(void *ctx, int32_t i, int32_t thread)
     /* Section 2: dh2_pre from dout and W3, dh1_pre from dh2_pre and W2. */
     pack(s->a, (size_t)d.aux, 0, dout, rows, d.aux, t->mr, (size_t)d.aux, 1);
     rows_product(t, s->a, d.aux, t->wt3, NULL, d.h2, rows, dh2, s->tile);
-    elu_grad_rows(dh2, h2, (size_t)rows * d.h2);
+    t->ops->elu_grad(dh2, h2, (size_t)rows * d.h2);
     pack(s->a, (size_t)d.h2, 0, dh2, rows, d.h2, t->mr, (size_t)d.h2, 1);
     rows_product(t, s->a, d.h2, t->wt2, NULL, d.h1, rows, dh1, s->tile);
-    elu_grad_rows(dh1, h1, (size_t)rows * d.h1);
+    t->ops->elu_grad(dh1, h1, (size_t)rows * d.h1);
 
     /* This tile's depth steps [lb, lb + rows) of the chunk's dW operands:
      * B(r = b, j = n) = g[b, n] and A(i = k, r = b) = a[b, k]. */
@@ -485,17 +494,19 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     /* Section 3, chunk partials: pw[k, n] = Σ_b a[b,k]·g[b,n] (fmaf chain),
      * pb[n] = Σ_b g[b,n] (additions), samples ascending from 0.0f. */
     for (int32_t k0 = 0; k0 < r.K; k0 += mr) {
-        t->ops->tile(c->rows, a + (size_t)(k0 / mr) * cr * mr, panel, NULL, s->tile);
+        const float *ak = a + (size_t)(k0 / mr) * cr * mr;
         const int32_t kr = min_i32(mr, r.K - k0);
-        for (int32_t k = 0; k < kr; k++) {
-            float *restrict o = dw + (size_t)(k0 + k) * r.N + r.c0;
-            const float *restrict v = s->tile + (size_t)k * nr;
-            if (add)
-                for (int32_t j = 0; j < r.cols; j++)
-                    o[j] = o[j] + v[j];
-            else
-                memcpy(o, v, (size_t)r.cols * sizeof *o);
+        float *o = dw + (size_t)k0 * r.N + r.c0;
+        if (!add && kr == mr && r.cols == nr) {
+            t->ops->tile(c->rows, ak, panel, NULL, o, (size_t)r.N);
+            continue;
         }
+        t->ops->tile(c->rows, ak, panel, NULL, s->tile, (size_t)nr);
+        for (int32_t k = 0; k < kr; k++)
+            for (int32_t j = 0; j < r.cols; j++) {
+                const float v = s->tile[(size_t)k * nr + j];
+                o[(size_t)k * r.N + j] = add ? o[(size_t)k * r.N + j] + v : v;
+            }
     }
     float *restrict pb = s->tile;
     for (int32_t j = 0; j < nr; j++)
