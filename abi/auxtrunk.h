@@ -35,9 +35,10 @@
  *     [in, out]: W1 [ENC, H1] with W1[k*H1 + j] the weight from input k to
  *     unit j; W2 [H1, H2]; W3 [H2, AUX]; biases b1 [H1], b2 [H2], b3 [AUX];
  *   - a gradient has the layout of its parameter.
- *   AUXTRUNK_PARAM_COUNT() and the offsets below give one flat buffer layout
- *   (W1, b1, W2, b2, W3, b3, in that order) for hosts that want one; the ABI
- *   itself takes six separate pointers, so any layout of the six works.
+ *   AUXTRUNK_PARAM_COUNT() and the offsets below (AUXTRUNK_W1_OFFSET ..
+ *   AUXTRUNK_B3_OFFSET) give one flat buffer layout (W1, b1, W2, b2, W3, b3,
+ *   in that order) for hosts that want one; the ABI itself takes six
+ *   separate pointers, so any layout of the six works.
  *
  * The exact arithmetic (the order of every sum and the one expm1) is the
  * canonical order defined in auxtrunk_canon.h beside this file; it is part of
@@ -71,6 +72,31 @@
  * from any thread at any time. A handle is not internally locked: calls on
  * one handle must not overlap (the host serialises them, from any thread);
  * calls on different handles may run concurrently.
+ *
+ * Inputs: a `const` pointer is never written, not even to be restored before
+ * the call returns (the host may keep inputs in read-only pages), and every
+ * entry reads only the bytes its arguments define: B*ENC floats of x, the
+ * parameters' element counts, struct_size bytes of a struct.
+ *
+ * Process rules (a plugin shares its host's process):
+ *   - Floating-point environment: every entry returns with the caller's
+ *     environment as it found it (x86-64: the MXCSR rounding, FTZ, DAZ and
+ *     exception-mask bits and the x87 control word; elsewhere fegetenv's
+ *     control state). Results do not depend on the caller's environment: an
+ *     exact plugin computes under round-to-nearest with denormals kept
+ *     (no flush-to-zero) whatever the caller has set.
+ *   - Stack: an entry uses at most AUXTRUNK_MAX_STACK_BYTES of the calling
+ *     thread's stack, whatever the batch and widths (work arrays live in the
+ *     handle, allocated by init).
+ *   - No process-wide state: a plugin installs no signal handler and changes
+ *     no signal mask, maps no memory itself (host memory comes from the malloc
+ *     family, so the host's accounting sees it), writes nothing to stdout or
+ *     stderr (at load time included), and every thread it starts is joined by
+ *     the time the last handle is destroyed. CUDA plugins may hold what the
+ *     CUDA runtime itself keeps per process (its context, threads, mappings).
+ *   - Status strings, impl_name and kernel_version are immutable: the same
+ *     pointer to the same text on every call, for as long as the library is
+ *     loaded; every entry call fills the same table.
  *
  * Platform: the ABI is defined for 64-bit targets (8-byte pointers); the
  * static assertions below pin every size and offset.
@@ -108,7 +134,7 @@ extern "C" {
 #define AUXTRUNK_STATUS_MAP(X)                                                         \
     X(OK, 0, "success")                                                                \
     X(E_NULL_POINTER, -1, "a required pointer argument is NULL")                       \
-    X(E_STRUCT_SIZE, -2, "struct_size is too small, or unknown trailing bytes are not zero") \
+    X(E_STRUCT_SIZE, -2, "struct_size is too small, or unknown trailing bytes or a reserved field are not zero") \
     X(E_ABI_VERSION, -3, "no ABI version is supported by both host and plugin")         \
     X(E_DIMENSION, -4, "a dimension is zero, negative, above its limit, or overflows")  \
     X(E_BATCH, -5, "batch is not in [1, max_batch]")                                   \
@@ -128,6 +154,36 @@ extern "C" {
 enum auxtrunk_status_constants { AUXTRUNK_STATUS_MAP(AUXTRUNK_STATUS_ENUM_ROW_) };
 #undef AUXTRUNK_STATUS_ENUM_ROW_
 typedef int32_t auxtrunk_status_t;
+
+/* The enum name of a status, e.g. "AUXTRUNK_E_BATCH", or "AUXTRUNK_(unknown)"
+ * for a value not in the map. Never NULL; the string is static. A host's own
+ * helper, so that it need not expand AUXTRUNK_STATUS_MAP. [any thread] */
+static inline const char *auxtrunk_status_name(int32_t status)
+{
+    switch (status) {
+#define AUXTRUNK_STATUS_NAME_ROW_(name, value, msg) \
+    case (value):                                   \
+        return "AUXTRUNK_" #name;
+        AUXTRUNK_STATUS_MAP(AUXTRUNK_STATUS_NAME_ROW_)
+#undef AUXTRUNK_STATUS_NAME_ROW_
+    }
+    return "AUXTRUNK_(unknown)";
+}
+
+/* The message of a status, or "unknown status" for a value not in the map:
+ * exactly what every plugin's status_string returns. Never NULL; static.
+ * [any thread] */
+static inline const char *auxtrunk_status_message(int32_t status)
+{
+    switch (status) {
+#define AUXTRUNK_STATUS_MESSAGE_ROW_(name, value, msg) \
+    case (value):                                      \
+        return msg;
+        AUXTRUNK_STATUS_MAP(AUXTRUNK_STATUS_MESSAGE_ROW_)
+#undef AUXTRUNK_STATUS_MESSAGE_ROW_
+    }
+    return "unknown status";
+}
 
 /* ------------------------------------------------------------------------- */
 /* Capability flags (auxtrunk_api_t.caps)                                    */
@@ -159,6 +215,9 @@ typedef int32_t auxtrunk_status_t;
 #define AUXTRUNK_MAX_BATCH (1 << 20)
 /* max_batch * max(ENC, H1, H2, AUX) must not exceed this (32-bit indexing). */
 #define AUXTRUNK_MAX_ELEMENTS INT32_MAX
+/* Bytes of the calling thread's stack any entry may use (see "Process
+ * rules" above): hosts may call from threads with small stacks. */
+#define AUXTRUNK_MAX_STACK_BYTES (128 * 1024)
 
 /* ------------------------------------------------------------------------- */
 /* Structs                                                                   */
@@ -202,7 +261,8 @@ typedef struct auxtrunk_config {
  * the enqueued work completes). */
 typedef struct auxtrunk_params {
     uint32_t struct_size; /* sizeof(auxtrunk_params_t) */
-    uint32_t reserved;    /* must be 0 */
+    uint32_t reserved;    /* must be 0, else AUXTRUNK_E_STRUCT_SIZE (a field a later
+                             minor version may define, like a non-zero unknown tail) */
     const float *w1;      /* [ENC, H1] row-major */
     const float *b1;      /* [H1] */
     const float *w2;      /* [H1, H2] row-major */
@@ -215,7 +275,7 @@ typedef struct auxtrunk_params {
  * auxtrunk_params_t; no two may overlap, nor overlap any input. */
 typedef struct auxtrunk_grads {
     uint32_t struct_size; /* sizeof(auxtrunk_grads_t) */
-    uint32_t reserved;    /* must be 0 */
+    uint32_t reserved;    /* must be 0, else AUXTRUNK_E_STRUCT_SIZE (as params) */
     float *dw1;           /* [ENC, H1] */
     float *db1;           /* [H1] */
     float *dw2;           /* [H1, H2] */
@@ -272,7 +332,9 @@ typedef struct auxtrunk_api {
     /* Frees a handle and everything it owns. NULL is accepted (returns OK).
      * For CUDA plugins it waits for the handle's own outstanding work to
      * finish first. The handle must not be used afterwards; where the plugin
-     * can still tell (its magic is gone), later calls return E_BAD_HANDLE.
+     * can still tell (the freed memory is still mapped and unchanged, e.g.
+     * under a quarantining allocator), later calls return E_BAD_HANDLE:
+     * destroy marks the handle dead in a way the compiler cannot drop.
      * Returns OK, E_BAD_HANDLE, E_DEVICE.
      * [any thread; no call on this handle in flight] */
     int32_t (*destroy)(auxtrunk_handle_t *handle);
@@ -314,13 +376,16 @@ typedef struct auxtrunk_api {
                         const auxtrunk_grads_t *grads, uint32_t flags, void *stream);
 
     /* Reports the memory the handle owns into *out (struct_size set by the
-     * host). Returns OK, E_NULL_POINTER, E_BAD_HANDLE, E_STRUCT_SIZE.
+     * host): at least its record (4 * max_batch * (H1 + H2) bytes, in
+     * host_bytes for host plugins, device_bytes for CUDA plugins).
+     * Returns OK, E_NULL_POINTER, E_BAD_HANDLE, E_STRUCT_SIZE.
      * [after init, before destroy] */
     int32_t (*memory_usage)(const auxtrunk_handle_t *handle, auxtrunk_memory_t *out);
 
     /* Text describing the last error returned on this handle (with detail,
      * e.g. which argument), or "" if none. The string belongs to the handle
-     * and is valid until the next call on it. NULL handle: "".
+     * and is valid until the next call on it. Never NULL: a fresh handle
+     * gives "". NULL handle: "".
      * [after init, before destroy] */
     const char *(*last_error)(const auxtrunk_handle_t *handle);
 } auxtrunk_api_t;
@@ -341,9 +406,11 @@ typedef struct auxtrunk_api {
  * Filling the table: the host sets api->struct_size to the size of the table
  * it can hold (sizeof(auxtrunk_api_t) as the host knows it, at least
  * AUXTRUNK_API_SIZE_1_0). On OK the plugin has written exactly that many
- * bytes: the entries it has, then zeros; api->struct_size now says how many
- * bytes are valid (the smaller of the host's size and the plugin's), and a
- * host must treat an entry past it as absent.
+ * bytes and no byte past them: the entries it has, then zeros;
+ * api->struct_size now says how many bytes are valid, exactly
+ * min(host's size, sizeof the plugin's table) (so AUXTRUNK_API_SIZE_1_0 for
+ * a plugin whose highest version is 1.0), and a host must treat an entry
+ * past it as absent.
  *
  * Returns OK, E_NULL_POINTER, E_STRUCT_SIZE (host info or api size below the
  * 1.0 size, or non-zero unknown trailing bytes in host info), E_FLAGS,
@@ -373,13 +440,24 @@ AUXTRUNK_EXPORT int32_t auxtrunk_plugin_entry(const auxtrunk_host_info_t *host,
 #define AUXTRUNK_MEMORY_SIZE_1_0 24u
 #define AUXTRUNK_API_SIZE_1_0 96u
 
-/* Element counts of each parameter, and of all six, for a valid config. */
+/* Element counts of each weight, for a valid config. c is a pointer to
+ * anything with the members enc, h1, h2, aux (an auxtrunk_config_t, or a
+ * kernel's own dims): these macros are the one definition of the layout, for
+ * the host and for the kernels. */
 #define AUXTRUNK_W1_COUNT(c) ((size_t)(c)->enc * (size_t)(c)->h1)
 #define AUXTRUNK_W2_COUNT(c) ((size_t)(c)->h1 * (size_t)(c)->h2)
 #define AUXTRUNK_W3_COUNT(c) ((size_t)(c)->h2 * (size_t)(c)->aux)
-#define AUXTRUNK_PARAM_COUNT(c)                                                    \
-    (AUXTRUNK_W1_COUNT(c) + (size_t)(c)->h1 + AUXTRUNK_W2_COUNT(c) + (size_t)(c)->h2 + \
-     AUXTRUNK_W3_COUNT(c) + (size_t)(c)->aux)
+
+/* The flat layout: offsets, in floats, of the six parameters (or of their
+ * gradients) in one buffer holding W1, b1, W2, b2, W3, b3 in that order, and
+ * the count of all six. */
+#define AUXTRUNK_W1_OFFSET(c) ((size_t)0)
+#define AUXTRUNK_B1_OFFSET(c) (AUXTRUNK_W1_OFFSET(c) + AUXTRUNK_W1_COUNT(c))
+#define AUXTRUNK_W2_OFFSET(c) (AUXTRUNK_B1_OFFSET(c) + (size_t)(c)->h1)
+#define AUXTRUNK_B2_OFFSET(c) (AUXTRUNK_W2_OFFSET(c) + AUXTRUNK_W2_COUNT(c))
+#define AUXTRUNK_W3_OFFSET(c) (AUXTRUNK_B2_OFFSET(c) + (size_t)(c)->h2)
+#define AUXTRUNK_B3_OFFSET(c) (AUXTRUNK_W3_OFFSET(c) + AUXTRUNK_W3_COUNT(c))
+#define AUXTRUNK_PARAM_COUNT(c) (AUXTRUNK_B3_OFFSET(c) + (size_t)(c)->aux)
 
 /* ------------------------------------------------------------------------- */
 /* Layout assertions: the ABI is these exact bytes.                          */

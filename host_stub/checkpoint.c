@@ -5,8 +5,9 @@
  * Fields are packed byte by byte in little-endian order, so the format does
  * not depend on struct padding or on the host's byte order.
  */
-#define _POSIX_C_SOURCE 200809L /* fsync, O_DIRECTORY, O_CLOEXEC */
 #include "checkpoint.h"
+
+#include "safefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -155,40 +156,6 @@ static void unpack_header(const unsigned char *h, ath_ckpt_meta_t *m)
 /* ------------------------------------------------------------------------- */
 /* Save                                                                      */
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* fsync of the directory holding path, so the rename itself is durable. */
-static int sync_parent_dir(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 int ath_ckpt_save(const char *path, const ath_ckpt_meta_t *meta, const float *params,
                   const float *m, const float *v, size_t n, ath_err_t *err)
 {
@@ -202,75 +169,22 @@ int ath_ckpt_save(const char *path, const ath_ckpt_meta_t *meta, const float *pa
     pack_floats(pl + 8 * n, v, n);
     pack_header(buf, meta, payload, ath_crc32(0, pl, payload));
 
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        free(buf);
-        return ath_errf(err, "checkpoint %s: cannot create %s: %s", path, tmp, strerror(e));
-    }
-    const char *step = "write";
-    int ok = write_all(fd, buf, ATH_CKPT_HEADER_SIZE + payload) == 0;
-    if (ok) {
-        step = "fsync";
-        ok = fsync(fd) == 0;
-    }
-    int e = errno;
-    if (close(fd) != 0 && ok) {
-        e = errno;
-        step = "close";
-        ok = 0;
+    ath_out_t o;
+    int rc = ath_out_open(&o, path, "checkpoint", err);
+    if (rc == 0) {
+        if (fwrite(buf, 1, ATH_CKPT_HEADER_SIZE + payload, o.f) != ATH_CKPT_HEADER_SIZE + payload) {
+            rc = ath_errf(err, "checkpoint %s: write failed: %s", path, strerror(errno));
+            ath_out_close(&o, NULL);
+        } else {
+            rc = ath_out_commit(&o, err);
+        }
     }
     free(buf);
-    if (ok) {
-        step = "rename";
-        ok = rename(tmp, path) == 0;
-        e = errno;
-    }
-    if (!ok) {
-        unlink(tmp);
-        return ath_errf(err, "checkpoint %s: %s failed: %s", path, step, strerror(e));
-    }
-    if (sync_parent_dir(path) != 0)
-        return ath_errf(err, "checkpoint %s: fsync of its directory failed: %s", path,
-                        strerror(errno));
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Load                                                                      */
-
-static int read_file(const char *path, unsigned char **data, size_t *len, ath_err_t *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ath_errf(err, "checkpoint %s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return ath_errf(err, "checkpoint %s: not a regular file", path);
-    }
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1);
-    if (!buf) {
-        close(fd);
-        return ath_errf(err, "checkpoint %s: out of host memory (%zu bytes)", path, n);
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    *data = buf;
-    *len = got;
-    return 0;
-}
 
 static int check_meta(const char *path, const ath_ckpt_meta_t *g, const ath_ckpt_meta_t *x,
                       ath_err_t *err)
@@ -297,73 +211,109 @@ static int check_meta(const char *path, const ath_ckpt_meta_t *g, const ath_ckpt
     return 0;
 }
 
+/* The header checks, in order; len is the file's size. Fills *meta. */
+static int check_header(const char *path, const unsigned char *h, size_t len,
+                        const ath_ckpt_meta_t *expect, size_t n, ath_ckpt_meta_t *meta,
+                        ath_err_t *err)
+{
+    if (len < 16)
+        return ath_errf(err, "checkpoint %s: truncated: %zu bytes, not even a header", path, len);
+    if (memcmp(h, ATH_CKPT_MAGIC, 8) != 0)
+        return ath_errf(err, "checkpoint %s: not an auxtrunk checkpoint (bad magic)", path);
+    uint32_t version = get_u32(h + 8);
+    if (version != ATH_CKPT_VERSION)
+        return ath_errf(err, "checkpoint %s: format version %u, this auxtrunk-host reads version %u",
+                        path, (unsigned)version, ATH_CKPT_VERSION);
+    uint32_t hsize = get_u32(h + 12);
+    if (hsize != ATH_CKPT_HEADER_SIZE)
+        return ath_errf(err, "checkpoint %s: corrupted: header size %u, expected %u", path,
+                        (unsigned)hsize, ATH_CKPT_HEADER_SIZE);
+    if (len < ATH_CKPT_HEADER_SIZE)
+        return ath_errf(err, "checkpoint %s: truncated: %zu bytes, the header alone is %u", path,
+                        len, ATH_CKPT_HEADER_SIZE);
+    if (get_u32(h + 108) != ath_crc32(0, h, 108))
+        return ath_errf(err, "checkpoint %s: corrupted: header checksum mismatch", path);
+    unpack_header(h, meta);
+    if (expect && check_meta(path, meta, expect, err) != 0)
+        return -1;
+    uint64_t payload = get_u64(h + 96), want_payload = 3 * (uint64_t)n * 4;
+    if (expect && payload != want_payload)
+        return ath_errf(err, "checkpoint %s: corrupted: payload size %llu, the topology needs %llu",
+                        path, (unsigned long long)payload, (unsigned long long)want_payload);
+    if (payload > UINT64_MAX - ATH_CKPT_HEADER_SIZE || len != ATH_CKPT_HEADER_SIZE + payload)
+        return ath_errf(err, "checkpoint %s: %s: %zu bytes, expected %llu", path,
+                        len < ATH_CKPT_HEADER_SIZE + payload ? "truncated" : "trailing bytes", len,
+                        (unsigned long long)(ATH_CKPT_HEADER_SIZE + payload));
+    return 0;
+}
+
+/* Opens path and reads at most its header; every header check before a
+ * byte of the payload is read, so a huge or wrong file costs 112 bytes. */
+static int open_checked(const char *path, const ath_ckpt_meta_t *expect, size_t n,
+                        ath_ckpt_meta_t *meta, uint32_t *payload_crc, ath_err_t *err)
+{
+    struct stat st;
+    int fd = ath_in_open(path, "checkpoint", &st, NULL, err);
+    if (fd < 0)
+        return -1;
+    unsigned char h[ATH_CKPT_HEADER_SIZE];
+    long long got = ath_in_read(fd, h, sizeof h);
+    if (got < 0) {
+        int e = errno;
+        close(fd);
+        return ath_errf(err, "checkpoint %s: read failed: %s", path, strerror(e));
+    }
+    size_t len = (size_t)got < sizeof h ? (size_t)got : (size_t)st.st_size;
+    if (check_header(path, h, len, expect, n, meta, err) != 0) {
+        close(fd);
+        return -1;
+    }
+    *payload_crc = get_u32(h + 104);
+    return fd;
+}
+
+int ath_ckpt_peek(const char *path, ath_ckpt_meta_t *meta, ath_err_t *err)
+{
+    uint32_t crc;
+    int fd = open_checked(path, NULL, 0, meta, &crc, err);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
 int ath_ckpt_load(const char *path, const ath_ckpt_meta_t *expect, ath_ckpt_meta_t *got,
                   float *params, float *m, float *v, size_t n, ath_err_t *err)
 {
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    if (read_file(path, &buf, &len, err) != 0)
-        return -1;
-    int rc = -1;
-    const unsigned char *h = buf;
-    uint32_t version, hsize;
-    uint64_t payload, want_payload = 3 * (uint64_t)n * 4;
     ath_ckpt_meta_t meta;
-
-    if (len < 16) {
-        ath_errf(err, "checkpoint %s: truncated: %zu bytes, not even a header", path, len);
-        goto out;
+    uint32_t crc;
+    int fd = open_checked(path, expect, n, &meta, &crc, err);
+    if (fd < 0)
+        return -1;
+    size_t payload = 3 * n * 4;
+    unsigned char *buf = malloc(payload + 1);
+    if (!buf) {
+        close(fd);
+        return ath_errf(err, "checkpoint %s: out of host memory (%zu bytes)", path, payload);
     }
-    if (memcmp(h, ATH_CKPT_MAGIC, 8) != 0) {
-        ath_errf(err, "checkpoint %s: not an auxtrunk checkpoint (bad magic)", path);
-        goto out;
-    }
-    version = get_u32(h + 8);
-    if (version != ATH_CKPT_VERSION) {
-        ath_errf(err, "checkpoint %s: format version %u, this auxtrunk-host reads version %u",
-                 path, (unsigned)version, ATH_CKPT_VERSION);
-        goto out;
-    }
-    hsize = get_u32(h + 12);
-    if (hsize != ATH_CKPT_HEADER_SIZE) {
-        ath_errf(err, "checkpoint %s: corrupted: header size %u, expected %u", path,
-                 (unsigned)hsize, ATH_CKPT_HEADER_SIZE);
-        goto out;
-    }
-    if (len < ATH_CKPT_HEADER_SIZE) {
-        ath_errf(err, "checkpoint %s: truncated: %zu bytes, the header alone is %u", path, len,
-                 ATH_CKPT_HEADER_SIZE);
-        goto out;
-    }
-    if (get_u32(h + 108) != ath_crc32(0, h, 108)) {
-        ath_errf(err, "checkpoint %s: corrupted: header checksum mismatch", path);
-        goto out;
-    }
-    unpack_header(h, &meta);
-    if (check_meta(path, &meta, expect, err) != 0)
-        goto out;
-    payload = get_u64(h + 96);
-    if (payload != want_payload) {
-        ath_errf(err, "checkpoint %s: corrupted: payload size %llu, the topology needs %llu",
-                 path, (unsigned long long)payload, (unsigned long long)want_payload);
-        goto out;
-    }
-    if (len != ATH_CKPT_HEADER_SIZE + payload) {
-        ath_errf(err, "checkpoint %s: %s: %zu bytes, expected %llu", path,
-                 len < ATH_CKPT_HEADER_SIZE + payload ? "truncated" : "trailing bytes", len,
-                 (unsigned long long)(ATH_CKPT_HEADER_SIZE + payload));
-        goto out;
-    }
-    if (get_u32(h + 104) != ath_crc32(0, h + ATH_CKPT_HEADER_SIZE, (size_t)payload)) {
+    /* One byte more than the payload: a file that changed since fstat. */
+    long long r = ath_in_read(fd, buf, payload + 1);
+    close(fd);
+    int rc = -1;
+    if (r < 0)
+        ath_errf(err, "checkpoint %s: read failed: %s", path, strerror(errno));
+    else if ((size_t)r != payload)
+        ath_errf(err, "checkpoint %s: %s while reading", path,
+                 (size_t)r < payload ? "truncated" : "trailing bytes");
+    else if (crc != ath_crc32(0, buf, payload))
         ath_errf(err, "checkpoint %s: corrupted: payload checksum mismatch", path);
-        goto out;
+    else {
+        unpack_floats(params, buf, n);
+        unpack_floats(m, buf + 4 * n, n);
+        unpack_floats(v, buf + 8 * n, n);
+        *got = meta;
+        rc = 0;
     }
-    unpack_floats(params, h + ATH_CKPT_HEADER_SIZE, n);
-    unpack_floats(m, h + ATH_CKPT_HEADER_SIZE + 4 * n, n);
-    unpack_floats(v, h + ATH_CKPT_HEADER_SIZE + 8 * n, n);
-    *got = meta;
-    rc = 0;
-out:
     free(buf);
     return rc;
 }

@@ -25,16 +25,19 @@
  *
  * Gradients are not saved: every step overwrites them before use.
  *
- * Writing: a temporary file in the same directory, fsync, rename over the
- * target, fsync of the directory. A crash leaves the old checkpoint or the
- * new one, never a mix.
+ * Writing: through safefile.h, an exclusive temporary with an unpredictable
+ * name in the same directory, fsync, rename over the target, fsync of the
+ * directory. A crash leaves the old checkpoint or the new one, never a mix.
  *
  * Reading checks, in order, each with its own message: the file opens; it
  * is long enough for the fixed part; magic; format version; header size;
  * header CRC; topology equal to the run's; batch, seed and Adam settings equal
  * to the run's (else the resumed run could not continue the same run); the
  * payload size for that topology; the file length (truncated / trailing
- * bytes); payload CRC. Nothing is written to the caller's arrays unless all
+ * bytes); payload CRC. Everything up to the file length is checked on the
+ * header alone, before a byte of the payload is read or memory for it is
+ * taken; the input must be a regular file (a FIFO or device is refused
+ * without blocking). Nothing is written to the caller's arrays unless all
  * pass.
  */
 #ifndef ATH_CHECKPOINT_H
@@ -69,6 +72,12 @@ int ath_ckpt_save(const char *path, const ath_ckpt_meta_t *meta, const float *pa
  * floats (n = the parameter count of expect's topology). */
 int ath_ckpt_load(const char *path, const ath_ckpt_meta_t *expect, ath_ckpt_meta_t *got,
                   float *params, float *m, float *v, size_t n, ath_err_t *err);
+
+/* Reads only the header of path and checks it on its own (magic, version,
+ * header size and CRC, and that the file is exactly header + payload long):
+ * what a checkpoint holds, without loading it. Returns 0 with *meta, or -1
+ * with the message. */
+int ath_ckpt_peek(const char *path, ath_ckpt_meta_t *meta, ath_err_t *err);
 
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of n bytes, continuing crc
  * (start with 0). */

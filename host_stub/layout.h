@@ -16,16 +16,12 @@ typedef struct ath_layout {
     size_t count;                  /* AUXTRUNK_PARAM_COUNT */
 } ath_layout_t;
 
+/* The ABI's offsets (abi/auxtrunk.h), by name. */
 static inline ath_layout_t ath_layout_of(const auxtrunk_config_t *c)
 {
-    ath_layout_t l;
-    l.w1 = 0;
-    l.b1 = l.w1 + AUXTRUNK_W1_COUNT(c);
-    l.w2 = l.b1 + (size_t)c->h1;
-    l.b2 = l.w2 + AUXTRUNK_W2_COUNT(c);
-    l.w3 = l.b2 + (size_t)c->h2;
-    l.b3 = l.w3 + AUXTRUNK_W3_COUNT(c);
-    l.count = l.b3 + (size_t)c->aux;
+    ath_layout_t l = {AUXTRUNK_W1_OFFSET(c), AUXTRUNK_B1_OFFSET(c), AUXTRUNK_W2_OFFSET(c),
+                      AUXTRUNK_B2_OFFSET(c), AUXTRUNK_W3_OFFSET(c), AUXTRUNK_B3_OFFSET(c),
+                      AUXTRUNK_PARAM_COUNT(c)};
     return l;
 }
 

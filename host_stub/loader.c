@@ -1,22 +1,20 @@
 /*
- * loader.c — dlopen, entry lookup, ABI negotiation and table checks for one
- * libauxtrunk.so (see loader.h), and where plugins are looked for.
+ * loader.c — the host's use of abi/auxtrunk_loader.h (whose implementation
+ * lives in this file), init with the host's message, and where plugins are
+ * looked for.
  *
  * A refused plugin leaves nothing behind: the library is closed before the
  * refusal returns.
  */
-#define _GNU_SOURCE /* dlerror, realpath and readlink are POSIX; keep glibc's full view */
+#define _GNU_SOURCE /* realpath and readlink are POSIX; keep glibc's full view */
+#define AUXTRUNK_LOADER_IMPLEMENTATION
 #include "loader.h"
 
-#include <dlfcn.h>
-#include <elf.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #ifndef AUXTRUNK_HOST_BUILD_PLUGINS_REL
 #define AUXTRUNK_HOST_BUILD_PLUGINS_REL "../plugins"
@@ -27,16 +25,7 @@
 
 const char *ath_load_status_name(ath_load_status_t s)
 {
-    switch (s) {
-    case ATH_LOAD_OK: return "ok";
-    case ATH_LOAD_NO_FILE: return "no-file";
-    case ATH_LOAD_NOT_LOADABLE: return "not-loadable";
-    case ATH_LOAD_NO_ENTRY: return "no-entry";
-    case ATH_LOAD_ABI: return "incompatible-abi";
-    case ATH_LOAD_BAD_TABLE: return "broken-table";
-    case ATH_LOAD_INIT: return "init-failed";
-    }
-    return "unknown";
+    return s == ATH_LOAD_INIT ? "init-failed" : auxtrunk_load_status_name(s);
 }
 
 static int is_dir(const char *p)
@@ -47,22 +36,12 @@ static int is_dir(const char *p)
 
 void ath_plugin_file(const char *dir_or_file, char *path, size_t n)
 {
-    if (is_dir(dir_or_file)) {
-        size_t len = strlen(dir_or_file);
-        const char *sep = (len > 0 && dir_or_file[len - 1] == '/') ? "" : "/";
-        snprintf(path, n, "%s%s%s", dir_or_file, sep, ATH_PLUGIN_FILE);
-    } else if (strchr(dir_or_file, '/') == NULL) {
-        /* dlopen would search the library path for a bare name. */
-        snprintf(path, n, "./%s", dir_or_file);
-    } else {
-        snprintf(path, n, "%s", dir_or_file);
-    }
-}
-
-static void version_text(uint32_t v, char *buf, size_t n)
-{
-    snprintf(buf, n, "%u.%u", (unsigned)AUXTRUNK_VERSION_MAJOR_OF(v),
-             (unsigned)AUXTRUNK_VERSION_MINOR_OF(v));
+    /* A bare name is a file here, not a name for the search path. */
+    char explicit_path[ATH_PATH_MAX];
+    snprintf(explicit_path, sizeof explicit_path, "%s%s", strchr(dir_or_file, '/') ? "" : "./",
+             dir_or_file);
+    if (auxtrunk_plugin_locate(explicit_path, NULL, path, n, NULL, 0) != AUXTRUNK_LOAD_OK)
+        snprintf(path, n, "%s", explicit_path);
 }
 
 /* The plugin's own text for a status, guarded against a NULL answer. */
@@ -73,151 +52,6 @@ static const char *plugin_status_text(const auxtrunk_api_t *api, int32_t s)
 }
 
 /* ------------------------------------------------------------------------- */
-/* ELF pre-check                                                             */
-/*
- * dlopen maps a file's segments as they are described; a truncated file then
- * faults (SIGBUS) on first touch instead of failing. So before dlopen the
- * headers are read and every segment checked to lie inside the file, and the
- * class, byte order, type and architecture to match this process: each with
- * its own message. (The file can still change between this check and dlopen;
- * loading from a private copy closes that window.)
- */
-
-#if defined(__x86_64__)
-#define ATH_ELF_MACHINE EM_X86_64
-#elif defined(__aarch64__)
-#define ATH_ELF_MACHINE EM_AARCH64
-#endif
-
-static ath_load_status_t check_elf(const char *path, uint64_t size, ath_err_t *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ath_errf(err, "plugin %s is not loadable: %s", path, strerror(errno));
-        return ATH_LOAD_NOT_LOADABLE;
-    }
-    ath_load_status_t rc = ATH_LOAD_NOT_LOADABLE;
-    Elf64_Ehdr eh;
-    Elf64_Phdr ph;
-    const uint16_t one = 1;
-    const int host_lsb = *(const unsigned char *)&one == 1;
-    if (size < sizeof eh || fread(&eh, sizeof eh, 1, f) != 1 ||
-        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-        ath_errf(err, "plugin %s is not loadable: not an ELF file", path);
-        goto out;
-    }
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh.e_ident[EI_DATA] != (host_lsb ? ELFDATA2LSB : ELFDATA2MSB)) {
-        ath_errf(err, "plugin %s is not loadable: not a 64-bit ELF of this byte order", path);
-        goto out;
-    }
-    if (eh.e_type != ET_DYN) {
-        ath_errf(err, "plugin %s is not loadable: not a shared object (ELF type %u)", path,
-                 (unsigned)eh.e_type);
-        goto out;
-    }
-#if defined(ATH_ELF_MACHINE)
-    if (eh.e_machine != ATH_ELF_MACHINE) {
-        ath_errf(err,
-                 "plugin %s is not loadable: built for another architecture (ELF machine %u, "
-                 "this host is %u)",
-                 path, (unsigned)eh.e_machine, (unsigned)ATH_ELF_MACHINE);
-        goto out;
-    }
-#endif
-    if (eh.e_phentsize != sizeof ph || eh.e_phoff > size ||
-        (size - eh.e_phoff) / sizeof ph < eh.e_phnum) {
-        ath_errf(err, "plugin %s is not loadable: truncated or corrupt (program headers lie "
-                      "past the end of its %llu bytes)",
-                 path, (unsigned long long)size);
-        goto out;
-    }
-    if (eh.e_shoff && (eh.e_shoff > size || eh.e_shentsize == 0 ||
-                       (size - eh.e_shoff) / eh.e_shentsize < eh.e_shnum)) {
-        ath_errf(err, "plugin %s is not loadable: truncated (section headers lie past the end "
-                      "of its %llu bytes)",
-                 path, (unsigned long long)size);
-        goto out;
-    }
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        if (fseek(f, (long)(eh.e_phoff + (uint64_t)i * sizeof ph), SEEK_SET) != 0 ||
-            fread(&ph, sizeof ph, 1, f) != 1) {
-            ath_errf(err, "plugin %s is not loadable: cannot read its program headers", path);
-            goto out;
-        }
-        if (ph.p_offset > size || ph.p_filesz > size - ph.p_offset) {
-            ath_errf(err,
-                     "plugin %s is not loadable: truncated (a segment ends at byte %llu, the "
-                     "file has %llu)",
-                     path, (unsigned long long)(ph.p_offset + ph.p_filesz),
-                     (unsigned long long)size);
-            goto out;
-        }
-    }
-    rc = ATH_LOAD_OK;
-out:
-    fclose(f);
-    return rc;
-}
-
-/* ------------------------------------------------------------------------- */
-/* Table checks                                                              */
-
-static ath_load_status_t check_table(const auxtrunk_api_t *api, const char *path,
-                                     ath_space_t *space, ath_err_t *err)
-{
-    char got[32], lo[32], hi[32];
-    if (api->struct_size < AUXTRUNK_API_SIZE_1_0 || api->struct_size > sizeof *api) {
-        ath_errf(err, "%s: broken plugin: API table struct_size %u outside [%u, %zu]", path,
-                 (unsigned)api->struct_size, AUXTRUNK_API_SIZE_1_0, sizeof *api);
-        return ATH_LOAD_BAD_TABLE;
-    }
-    if (AUXTRUNK_VERSION_MAJOR_OF(api->abi_version) != AUXTRUNK_ABI_MAJOR ||
-        api->abi_version < ATH_HOST_ABI_MIN || api->abi_version > ATH_HOST_ABI_MAX) {
-        version_text(api->abi_version, got, sizeof got);
-        version_text(ATH_HOST_ABI_MIN, lo, sizeof lo);
-        version_text(ATH_HOST_ABI_MAX, hi, sizeof hi);
-        ath_errf(err,
-                 "%s: incompatible ABI: the plugin accepted but answered version %s, outside "
-                 "this host's range %s..%s",
-                 path, got, lo, hi);
-        return ATH_LOAD_ABI;
-    }
-    uint64_t mem = api->caps & (AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_MEM_CUDA);
-    if (mem != AUXTRUNK_CAP_MEM_HOST && mem != AUXTRUNK_CAP_MEM_CUDA) {
-        ath_errf(err,
-                 "%s: broken plugin: caps 0x%llx name %s memory space (exactly one of "
-                 "MEM_HOST, MEM_CUDA is required)",
-                 path, (unsigned long long)api->caps, mem ? "two" : "no");
-        return ATH_LOAD_BAD_TABLE;
-    }
-    *space = mem == AUXTRUNK_CAP_MEM_HOST ? ATH_SPACE_HOST : ATH_SPACE_CUDA;
-
-    struct {
-        const char *name;
-        int present;
-    } need[] = {
-        {"impl_name", api->impl_name != NULL},
-        {"kernel_version", api->kernel_version != NULL},
-        {"status_string", api->status_string != NULL},
-        {"init", api->init != NULL},
-        {"destroy", api->destroy != NULL},
-        {"forward", api->forward != NULL},
-        {"infer", api->infer != NULL},
-        {"backward", api->backward != NULL},
-        {"memory_usage", api->memory_usage != NULL},
-        {"last_error", api->last_error != NULL},
-    };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-        if (!need[i].present) {
-            ath_errf(err, "%s: broken plugin: API table entry %s is NULL", path, need[i].name);
-            return ATH_LOAD_BAD_TABLE;
-        }
-    }
-    return ATH_LOAD_OK;
-}
-
-/* ------------------------------------------------------------------------- */
 /* Load, init, unload                                                        */
 
 ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath_err_t *err)
@@ -225,78 +59,24 @@ ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath
     memset(pl, 0, sizeof *pl);
     char path[ATH_PATH_MAX];
     ath_plugin_file(dir_or_file, path, sizeof path);
-
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        int e = errno;
-        if (e == ENOENT || e == ENOTDIR) {
-            ath_errf(err, "no plugin: %s does not exist%s", path,
-                     is_dir(dir_or_file) ? "" : " (is the plugin directory right?)");
-            return ATH_LOAD_NO_FILE;
-        }
-        ath_errf(err, "plugin %s is not accessible: %s", path, strerror(e));
-        return ATH_LOAD_NOT_LOADABLE;
+    auxtrunk_plugin_t so;
+    char msg[sizeof err->msg];
+    int32_t s = auxtrunk_plugin_open(&so, path, NULL, msg, sizeof msg);
+    if (s == AUXTRUNK_LOAD_OK) {
+        s = auxtrunk_plugin_negotiate(&so, ATH_HOST_ABI_MIN, ATH_HOST_ABI_MAX, msg, sizeof msg);
+        if (s != AUXTRUNK_LOAD_OK)
+            auxtrunk_plugin_unload(&so);
     }
-    if (!S_ISREG(st.st_mode)) {
-        ath_errf(err, "plugin %s is not a regular file", path);
-        return ATH_LOAD_NOT_LOADABLE;
-    }
-
-    ath_load_status_t ls = check_elf(path, (uint64_t)st.st_size, err);
-    if (ls != ATH_LOAD_OK)
-        return ls;
-
-    dlerror();
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *why = dlerror();
-        ath_errf(err, "plugin %s is not loadable: %s", path, why ? why : "dlopen failed");
-        return ATH_LOAD_NOT_LOADABLE;
-    }
-
-    dlerror();
-    void *sym = dlsym(lib, AUXTRUNK_ENTRY_SYMBOL);
-    if (!sym) {
-        ath_errf(err, "%s is not an auxtrunk plugin: it has no entry symbol %s", path,
-                 AUXTRUNK_ENTRY_SYMBOL);
-        dlclose(lib);
-        return ATH_LOAD_NO_ENTRY;
-    }
-    /* POSIX guarantees a data pointer from dlsym converts to a function pointer. */
-    auxtrunk_entry_fn entry;
-    memcpy(&entry, &sym, sizeof entry);
-
-    auxtrunk_host_info_t host = {sizeof host, ATH_HOST_ABI_MIN, ATH_HOST_ABI_MAX, 0};
-    auxtrunk_api_t api;
-    memset(&api, 0, sizeof api);
-    api.struct_size = sizeof api;
-    int32_t s = entry(&host, &api);
-    if (s != AUXTRUNK_OK) {
-        char lo[32], hi[32];
-        version_text(ATH_HOST_ABI_MIN, lo, sizeof lo);
-        version_text(ATH_HOST_ABI_MAX, hi, sizeof hi);
-        if (s == AUXTRUNK_E_ABI_VERSION)
-            ath_errf(err,
-                     "%s: incompatible ABI: the plugin speaks no version in this host's range "
-                     "%s..%s (%s)",
-                     path, lo, hi, plugin_status_text(&api, s));
+    if (s != AUXTRUNK_LOAD_OK) {
+        if (s == AUXTRUNK_LOAD_E_NO_FILE && !is_dir(dir_or_file))
+            ath_errf(err, "%s (is the plugin directory right?)", msg);
         else
-            ath_errf(err, "%s: ABI negotiation failed with status %d for host range %s..%s",
-                     path, (int)s, lo, hi);
-        dlclose(lib);
-        return ATH_LOAD_ABI;
+            ath_errf(err, "%s", msg);
+        return (ath_load_status_t)s;
     }
-
-    ath_space_t space;
-    ls = check_table(&api, path, &space, err);
-    if (ls != ATH_LOAD_OK) {
-        dlclose(lib);
-        return ls;
-    }
-
-    pl->lib = lib;
-    pl->api = api;
-    pl->space = space;
+    pl->lib = so.lib;
+    pl->api = so.api;
+    pl->space = so.space == AUXTRUNK_CAP_MEM_HOST ? ATH_SPACE_HOST : ATH_SPACE_CUDA;
     snprintf(pl->path, sizeof pl->path, "%s", path);
     return ATH_LOAD_OK;
 }
@@ -324,8 +104,8 @@ void ath_plugin_unload(ath_plugin_t *pl)
 {
     if (pl->handle)
         (void)pl->api.destroy(pl->handle);
-    if (pl->lib)
-        dlclose(pl->lib);
+    auxtrunk_plugin_t so = {.lib = pl->lib};
+    auxtrunk_plugin_unload(&so);
     memset(pl, 0, sizeof *pl);
 }
 

@@ -1,6 +1,7 @@
 /*
- * loader.h — finding, opening and checking one libauxtrunk.so, and the one
- * struct that stands for a loaded plugin.
+ * loader.h — the host's view of a loaded plugin: abi/auxtrunk_loader.h does
+ * the finding, checking, opening and negotiating; this adds the plugin's
+ * handle, the host's own refusal (init) and where auxtrunk-host looks.
  *
  * ath_plugin_t is the unit a hot swap replaces: the library handle, the
  * negotiated API table (a copy, so nothing points into the library's data),
@@ -19,24 +20,27 @@
 #include <stdint.h>
 
 #include "auxtrunk.h"
+#include "auxtrunk_loader.h"
 #include "util.h"
 
-#define ATH_PLUGIN_FILE "libauxtrunk.so"
-#define ATH_PATH_MAX 4096
+#define ATH_PLUGIN_FILE AUXTRUNK_PLUGIN_FILE
+#define ATH_PATH_MAX AUXTRUNK_LOAD_PATH_MAX
 
 /* The ABI range this host speaks. */
 #define ATH_HOST_ABI_MIN AUXTRUNK_VERSION(1, 0)
 #define ATH_HOST_ABI_MAX AUXTRUNK_ABI_VERSION
 
-/* Why a plugin was refused. */
+/* Why a plugin was refused: the loader's statuses (auxtrunk_loader.h), and
+ * init's refusal, which only the host sees. */
 typedef enum ath_load_status {
-    ATH_LOAD_OK = 0,
-    ATH_LOAD_NO_FILE,      /* no file at the path (or the directory is missing) */
-    ATH_LOAD_NOT_LOADABLE, /* dlopen failed: not ELF, wrong architecture, missing dependency */
-    ATH_LOAD_NO_ENTRY,     /* the file has no auxtrunk_plugin_entry */
-    ATH_LOAD_ABI,          /* no common ABI version, or an answer outside the host's range */
-    ATH_LOAD_BAD_TABLE,    /* the API table fails a sanity check */
-    ATH_LOAD_INIT,         /* init refused the configuration */
+    ATH_LOAD_OK = AUXTRUNK_LOAD_OK,
+    ATH_LOAD_NO_FILE = AUXTRUNK_LOAD_E_NO_FILE,         /* no file at the path */
+    ATH_LOAD_PERMISSIONS = AUXTRUNK_LOAD_E_PERMISSIONS, /* file or directory writable by others */
+    ATH_LOAD_NOT_LOADABLE = AUXTRUNK_LOAD_E_NOT_LOADABLE, /* not ELF, truncated, dlopen failed */
+    ATH_LOAD_NO_ENTRY = AUXTRUNK_LOAD_E_NO_ENTRY,       /* no auxtrunk_plugin_entry */
+    ATH_LOAD_ABI = AUXTRUNK_LOAD_E_ABI,                 /* no common ABI version */
+    ATH_LOAD_BAD_TABLE = AUXTRUNK_LOAD_E_BAD_TABLE,     /* the API table fails a check */
+    ATH_LOAD_INIT = -100,                               /* init refused the configuration */
 } ath_load_status_t;
 
 /* Memory space named by the caps (exactly one is set in an accepted table). */
@@ -50,18 +54,17 @@ typedef struct ath_plugin {
     char path[ATH_PATH_MAX];    /* the file that was opened */
 } ath_plugin_t;
 
-/* Short name of a status, e.g. "no-entry". */
+/* Short name of a status, e.g. "no-entry" (the loader's, and "init-failed"). */
 const char *ath_load_status_name(ath_load_status_t s);
 
 /* Resolves a --plugin-dir argument to the plugin file: a directory means
- * DIR/libauxtrunk.so, anything else is taken as the file itself. */
+ * DIR/libauxtrunk.so, anything else is taken as the file itself (a bare name
+ * in the current directory, never a search). */
 void ath_plugin_file(const char *dir_or_file, char *path, size_t n);
 
-/* Opens dir_or_file (see ath_plugin_file) with RTLD_NOW | RTLD_LOCAL, looks up
- * the entry, negotiates the host's range and checks the table: struct_size
- * within [1.0 size, host size], negotiated version inside the host range,
- * exactly one memory space in caps, every entry and string non-NULL.
- * On OK *pl is loaded (no handle yet); otherwise *pl is left empty. */
+/* Loads dir_or_file (see ath_plugin_file) with auxtrunk_plugin_load's checks
+ * over the host's range. On OK *pl is loaded (no handle yet); otherwise *pl
+ * is left empty. */
 ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath_err_t *err);
 
 /* Creates the plugin handle for config. On failure the message carries the

@@ -1,48 +1,34 @@
 /*
  * main.c — auxtrunk-host, the stand-in trainer: command line, subcommands
  * (train, the default, and bench), --help generated from the option tables
- * so help and parsing cannot drift apart.
+ * (options.h) so help, defaults and parsing cannot drift apart.
  *
  * The program knows only abi/: plugins are found and loaded at run time.
  */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
-#include <errno.h>
-#include <limits.h>
+#define _POSIX_C_SOURCE 200809L /* lstat */
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "bench.h"
+#include "checkpoint.h"
 #include "loader.h"
+#include "options.h"
+#include "safefile.h"
 #include "swap.h"
 #include "train.h"
 #include "util.h"
+#include "vet.h"
 
-#ifndef AUXTRUNK_HOST_VERSION
-#define AUXTRUNK_HOST_VERSION "1.0.0"
-#endif
+#include "auxtrunk_version.h"
+#define AUXTRUNK_HOST_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
-/* Option tables                                                             */
-
-typedef enum kind { K_FLAG, K_INT, K_U64, K_FLOAT, K_DOUBLE, K_STR, K_PLUGIN, K_NAMED, K_LIST } kind_t;
-
-typedef struct opt {
-    const char *name; /* without the leading "--" */
-    const char *arg;  /* metavariable, NULL for a flag */
-    kind_t kind;
-    void *dst;
-    const char *help;
-} opt_t;
-
-/* Plugin arguments collect here for both subcommands: --plugin-dir DIR and
- * --plugin NAME (resolved under the plugins root) in command-line order. */
-typedef struct plugin_list {
-    const char *items[ATH_BENCH_MAX_PLUGINS];
-    char named[ATH_BENCH_MAX_PLUGINS][ATH_PATH_MAX];
-    int n;
-} plugin_list_t;
+/* Texts                                                                     */
 
 static const char *exit_codes_help =
     "Exit codes:\n"
@@ -84,55 +70,73 @@ static const char *plugins_help =
     "<build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu when\n"
     "installed. --plugin NAME picks <plugins root>/NAME (cpu, cuda-v1, ...).\n";
 
-/* A command's --help: its usage and description, the options, then the
- * plugin lookup and the exit codes every command shares. */
-static void print_help(const char *intro, const opt_t *opts, size_t n)
+/* A command's --help: its usage and description, the options (defaults read
+ * from the table), then the plugin lookup and the exit codes every command
+ * shares. */
+static void print_help(const char *intro, const ath_opt_t *opts, size_t n)
 {
     printf("%sOptions:\n", intro);
-    for (size_t i = 0; i < n; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
-                 opts[i].arg ? opts[i].arg : "");
-        printf("  %-24s %s\n", left, opts[i].help);
-    }
+    ath_opts_help(stdout, opts, n);
     printf("  %-24s %s\n\n%s\n%s", "--help", "this text", plugins_help, exit_codes_help);
 }
 
 /* ------------------------------------------------------------------------- */
-/* Parsing                                                                   */
+/* Values the table parser does not know                                     */
 
-static int parse_u64(const char *s, uint64_t *v)
+/* Plugin arguments collect here for both subcommands: --plugin-dir DIR and
+ * --plugin NAME (resolved under the plugins root) in command-line order. */
+typedef struct plugin_list {
+    const char *items[ATH_BENCH_MAX_PLUGINS];
+    char named[ATH_BENCH_MAX_PLUGINS][ATH_PATH_MAX];
+    int n;
+} plugin_list_t;
+
+static int add_plugin(plugin_list_t *pl, const char *value, int named, ath_err_t *err)
 {
-    if (!s[0] || s[0] == '-')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 0);
-    if (errno || *end)
-        return -1;
-    *v = (uint64_t)x;
+    if (pl->n == ATH_BENCH_MAX_PLUGINS)
+        return ath_errf(err, "at most %d plugins", ATH_BENCH_MAX_PLUGINS);
+    if (named) {
+        char root[ATH_PATH_MAX];
+        ath_err_t e;
+        if (ath_plugins_root(root, sizeof root, &e) != 0)
+            return ath_errf(err, "--plugin %s: %s", value, e.msg);
+        int len = snprintf(pl->named[pl->n], sizeof pl->named[pl->n], "%s/%s", root, value);
+        if (len < 0 || (size_t)len >= sizeof pl->named[pl->n])
+            return ath_errf(err, "--plugin %s: path too long", value);
+        pl->items[pl->n] = pl->named[pl->n];
+    } else {
+        pl->items[pl->n] = value;
+    }
+    pl->n++;
     return 0;
 }
 
-static int parse_int(const char *s, int *v)
+static int set_plugin_path(void *dst, const char *v, ath_err_t *err)
 {
-    char *end;
-    errno = 0;
-    long x = strtol(s, &end, 0);
-    if (errno || *end || !s[0] || x < INT_MIN || x > INT_MAX)
-        return -1;
-    *v = (int)x;
-    return 0;
+    return add_plugin(dst, v, 0, err);
 }
 
-static int parse_double(const char *s, double *v)
+static int set_plugin_named(void *dst, const char *v, ath_err_t *err)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(s, &end);
-    if (errno || *end || !s[0])
+    return add_plugin(dst, v, 1, err);
+}
+
+/* --swap-at STEP:PATH, checked as it comes (ascending steps). */
+typedef struct swap_at_list {
+    ath_swap_at_t at[ATH_SWAP_MAX_AT];
+    int n;
+} swap_at_list_t;
+
+static int set_swap_at(void *dst, const char *v, ath_err_t *err)
+{
+    swap_at_list_t *l = dst;
+    if (l->n == ATH_SWAP_MAX_AT)
+        return ath_errf(err, "at most %d --swap-at entries", ATH_SWAP_MAX_AT);
+    if (ath_swap_parse_at(v, &l->at[l->n], err) != 0)
         return -1;
-    *v = x;
+    if (l->n > 0 && l->at[l->n].step < l->at[l->n - 1].step)
+        return ath_errf(err, "--swap-at entries must be in ascending step order");
+    l->n++;
     return 0;
 }
 
@@ -142,128 +146,46 @@ typedef struct batch_list {
     int n;
 } batch_list_t;
 
-static int parse_list(const char *s, batch_list_t *l)
+static int set_batches(void *dst, const char *s, ath_err_t *err)
 {
-    l->n = 0;
+    batch_list_t *l = dst;
     char buf[1024];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        int x;
-        if (l->n == ATH_BENCH_MAX_BATCHES || parse_int(tok, &x) != 0 || x < 1)
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+        return ath_errf(err, "--batches: list too long");
+    l->n = 0;
+    for (char *p = buf, *comma; p; p = comma ? comma + 1 : NULL) {
+        comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (l->n == ATH_BENCH_MAX_BATCHES)
+            return ath_errf(err, "--batches: at most %d sizes", ATH_BENCH_MAX_BATCHES);
+        int64_t x;
+        if (ath_parse_i64(p, 1, AUXTRUNK_MAX_BATCH, "--batches: a batch size", &x, err) != 0)
             return -1;
-        l->v[l->n++] = x;
+        l->v[l->n++] = (int32_t)x;
     }
-    return l->n ? 0 : -1;
-}
-
-static int add_plugin(plugin_list_t *pl, const char *value, int named, const char *cmd)
-{
-    if (pl->n == ATH_BENCH_MAX_PLUGINS) {
-        fprintf(stderr, "auxtrunk-host %s: at most %d plugins\n", cmd, ATH_BENCH_MAX_PLUGINS);
-        return -1;
-    }
-    if (named) {
-        char root[ATH_PATH_MAX];
-        ath_err_t err;
-        if (ath_plugins_root(root, sizeof root, &err) != 0) {
-            fprintf(stderr, "auxtrunk-host %s: --plugin %s: %s\n", cmd, value, err.msg);
-            return -1;
-        }
-        int len = snprintf(pl->named[pl->n], sizeof pl->named[pl->n], "%s/%s", root, value);
-        if (len < 0 || (size_t)len >= sizeof pl->named[pl->n]) {
-            fprintf(stderr, "auxtrunk-host %s: --plugin %s: path too long\n", cmd, value);
-            return -1;
-        }
-        pl->items[pl->n] = pl->named[pl->n];
-    } else {
-        pl->items[pl->n] = value;
-    }
-    pl->n++;
     return 0;
 }
 
-/* Parses argv[first..] against opts. Returns 0, 1 for --help, -1 on error. */
-static int parse(int argc, char **argv, int first, const opt_t *opts, size_t n_opts,
+static void show_batches(const void *dst, char *buf, size_t n)
+{
+    const batch_list_t *l = dst;
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < l->n && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "," : "", (int)l->v[i]);
+}
+
+/* Parses argv[first..] against opts. Returns 0, 1 for --help, -1 after
+ * printing the error. */
+static int parse(int argc, char **argv, int first, const ath_opt_t *opts, size_t n_opts,
                  const char *cmd)
 {
-    for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "auxtrunk-host %s: unexpected argument '%s' (see --help)\n", cmd, a);
-            return -1;
-        }
-        const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const opt_t *o = NULL;
-        for (size_t k = 0; k < n_opts; k++)
-            if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0)
-                o = &opts[k];
-        if (!o) {
-            fprintf(stderr, "auxtrunk-host %s: unknown option '%s' (see --help)\n", cmd, a);
-            return -1;
-        }
-        if (o->kind == K_FLAG) {
-            if (eq) {
-                fprintf(stderr, "auxtrunk-host %s: --%s takes no value\n", cmd, o->name);
-                return -1;
-            }
-            *(int *)o->dst = 1;
-            continue;
-        }
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!v) {
-            fprintf(stderr, "auxtrunk-host %s: --%s needs a value (%s)\n", cmd, o->name, o->arg);
-            return -1;
-        }
-        int bad = 0;
-        switch (o->kind) {
-        case K_INT: bad = parse_int(v, (int *)o->dst); break;
-        case K_U64: bad = parse_u64(v, (uint64_t *)o->dst); break;
-        case K_FLOAT: {
-            double d;
-            bad = parse_double(v, &d) || !(d > 0) || d > 1e30;
-            if (!bad)
-                *(float *)o->dst = (float)d;
-            break;
-        }
-        case K_DOUBLE: bad = parse_double(v, (double *)o->dst); break;
-        case K_STR: *(const char **)o->dst = v; break;
-        case K_PLUGIN:
-            if (add_plugin(o->dst, v, 0, cmd) != 0)
-                return -1;
-            break;
-        case K_NAMED:
-            if (add_plugin(o->dst, v, 1, cmd) != 0)
-                return -1;
-            break;
-        case K_LIST: bad = parse_list(v, o->dst); break;
-        case K_FLAG: break;
-        }
-        if (bad) {
-            fprintf(stderr, "auxtrunk-host %s: bad value '%s' for --%s (%s)\n", cmd, v, o->name,
-                    o->arg);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* --enc, --h1, --h2, --aux each in [1, AUXTRUNK_MAX_WIDTH]; the first one
- * outside is reported. */
-static int check_widths(const char *cmd, int enc, int h1, int h2, int aux)
-{
-    const char *names[4] = {"enc", "h1", "h2", "aux"};
-    const int v[4] = {enc, h1, h2, aux};
-    for (int i = 0; i < 4; i++)
-        if (v[i] < 1 || v[i] > AUXTRUNK_MAX_WIDTH) {
-            fprintf(stderr, "auxtrunk-host %s: --%s %d is outside [1, %d]\n", cmd, names[i],
-                    v[i], AUXTRUNK_MAX_WIDTH);
-            return -1;
-        }
-    return 0;
+    ath_err_t err;
+    int rc = ath_opts_parse(argc, argv, first, opts, n_opts, &err);
+    if (rc < 0)
+        fprintf(stderr, "auxtrunk-host %s: %s\n", cmd, err.msg);
+    return rc;
 }
 
 /* The one plugin a command uses when it takes one. */
@@ -281,8 +203,74 @@ static int default_plugin(plugin_list_t *pl, const char *cmd)
     return 0;
 }
 
+/* Table shorthands: an option with a range whose default --help prints from
+ * its destination, one with a text for a default, one with none. */
+#define NUM(name, arg, kind, dst, lo, hi, help)                                                \
+    {name, arg, kind, dst, help, lo, hi, 1, NULL, NULL, NULL}
+#define NUM_T(name, arg, kind, dst, lo, hi, text, help)                                        \
+    {name, arg, kind, dst, help, lo, hi, 0, text, NULL, NULL}
+#define PLAIN(name, arg, kind, dst, help) {name, arg, kind, dst, help, 0, 0, 0, NULL, NULL, NULL}
+#define CUSTOM(name, arg, dst, set, show, help)                                                \
+    {name, arg, ATH_OPT_CUSTOM, dst, help, 0, 0, show != NULL, NULL, set, show}
+#define WIDTH(name, dst, help) NUM(name, "N", ATH_OPT_INT, dst, 1, AUXTRUNK_MAX_WIDTH, help)
+#define U64_MAX_D 0x1p64 /* the whole uint64_t range */
+
 /* ------------------------------------------------------------------------- */
 /* train                                                                     */
+
+/* The run's files, checked before anything is loaded or trained: no output
+ * may be an input or another output (exit 2), each output must be creatable
+ * (exit 4 for the checkpoint, 1 for the CSV and SVG), and an existing
+ * checkpoint is replaced only by the run that resumes from it or with
+ * --overwrite (exit 4). Returns an ATH_EXIT_* code. */
+static int check_train_paths(const ath_train_opts_t *o, const ath_swap_opts_t *sw,
+                             const swap_at_list_t *at, int overwrite)
+{
+    char plugin[ATH_PATH_MAX], at_file[ATH_SWAP_MAX_AT][ATH_PATH_MAX];
+    ath_plugin_file(o->plugin, plugin, sizeof plugin);
+    ath_io_path_t p[6 + ATH_SWAP_MAX_AT] = {
+        {.path = plugin, .what = "the plugin file"},
+        {.path = o->resume, .what = "--resume"},
+        {.path = sw->sha256_file, .what = "--plugin-sha256"},
+        {.path = o->checkpoint, .what = "--checkpoint", .output = 1, .may_equal = "--resume"},
+        {.path = o->csv, .what = "--csv", .output = 1},
+        {.path = o->svg, .what = "--svg", .output = 1},
+    };
+    int n = 6;
+    for (int i = 0; i < at->n; i++, n++) {
+        ath_plugin_file(at->at[i].path, at_file[i], sizeof at_file[i]);
+        p[n] = (ath_io_path_t){.path = at_file[i], .what = "--swap-at"};
+    }
+    int which = 0;
+    ath_err_t err;
+    switch (ath_io_check(p, n, &which, &err)) {
+    case ATH_IO_OK: break;
+    case ATH_IO_COLLISION:
+        fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
+        return ATH_EXIT_USAGE;
+    case ATH_IO_UNWRITABLE:
+        fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
+        return p[which].path == o->checkpoint ? ATH_EXIT_CHECKPOINT : ATH_EXIT_FAILURE;
+    }
+    struct stat ck, rs;
+    int resumes_it = o->resume && stat(o->resume, &rs) == 0 && o->checkpoint &&
+                     stat(o->checkpoint, &ck) == 0 && rs.st_dev == ck.st_dev &&
+                     rs.st_ino == ck.st_ino;
+    if (o->checkpoint && !overwrite && !resumes_it && lstat(o->checkpoint, &ck) == 0) {
+        ath_ckpt_meta_t m;
+        char held[1100];
+        if (ath_ckpt_peek(o->checkpoint, &m, &err) == 0)
+            snprintf(held, sizeof held, "a checkpoint at step %llu", (unsigned long long)m.step);
+        else
+            snprintf(held, sizeof held, "not a checkpoint this program reads");
+        fprintf(stderr,
+                "auxtrunk-host train: --checkpoint %s exists (%s) and this run does not resume "
+                "from it; add --resume %s to continue that run, or --overwrite to replace it\n",
+                o->checkpoint, held, o->checkpoint);
+        return ATH_EXIT_CHECKPOINT;
+    }
+    return ATH_EXIT_OK;
+}
 
 static int cmd_train(int argc, char **argv, int first)
 {
@@ -301,32 +289,36 @@ static int cmd_train(int argc, char **argv, int first)
     int batch = o.batch;
     ath_swap_opts_t sw;
     memset(&sw, 0, sizeof sw);
-    plugin_list_t swap_at = {.n = 0};
-    opt_t opts[] = {
-        {"plugin-dir", "DIR", K_PLUGIN, &plugins, "plugin directory (or a libauxtrunk.so file)"},
-        {"plugin", "NAME", K_NAMED, &plugins, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"},
-        {"steps", "N", K_U64, &o.steps, "train until step N (default 2000; a resumed run continues to N)"},
-        {"batch", "B", K_INT, &batch, "samples per step (default 64)"},
-        {"seed", "S", K_U64, &o.seed, "seed of the task, the data and the initial parameters (default 1)"},
-        {"lr", "LR", K_FLOAT, &o.lr, "Adam learning rate (default 1e-3)"},
-        {"enc", "N", K_INT, &o.enc, "ENC, the encoder width (default 256)"},
-        {"h1", "N", K_INT, &o.h1, "H1 (default 256)"},
-        {"h2", "N", K_INT, &o.h2, "H2 (default 256)"},
-        {"aux", "N", K_INT, &o.aux, "AUX, the output width (default 128)"},
-        {"csv", "FILE", K_STR, &o.csv, "write the loss curve as CSV (step,loss; '-' = stdout)"},
-        {"svg", "FILE", K_STR, &o.svg, "write the loss curve as an SVG chart (log-scale loss)"},
-        {"checkpoint", "FILE", K_STR, &o.checkpoint, "write a checkpoint to FILE at the end (atomically)"},
-        {"checkpoint-every", "N", K_U64, &o.checkpoint_every, "also write it every N steps"},
-        {"resume", "FILE", K_STR, &o.resume, "continue from checkpoint FILE (same topology and settings)"},
-        {"log-every", "N", K_U64, &o.log_every, "progress line every N steps (default: about 10 per run)"},
-        {"device", "N", K_INT, &o.device, "CUDA device for a CUDA plugin (default: the current one)"},
-        {"quiet", NULL, K_FLAG, &o.quiet, "no progress lines, only the summary"},
-        {"watch-plugin-dir", NULL, K_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"},
-        {"swap-poll-ms", "MS", K_INT, &sw.poll_ms, "hot-swap: poll the directory every MS ms instead of inotify"},
-        {"swap-at", "STEP:PATH", K_PLUGIN, &swap_at, "hot-swap: swap to PATH after step STEP (repeatable)"},
-        {"swap-timeout", "SECONDS", K_DOUBLE, &sw.vet_timeout_s, "hot-swap: limit for vetting a candidate (default 30)"},
-        {"rollback-steps", "N", K_U64, &sw.rollback_steps, "hot-swap: steps a new version may still roll back (default 50)"},
-        {"plugin-sha256", "FILE", K_STR, &sw.sha256_file, "only load plugins whose SHA-256 is listed in FILE (sha256sum format)"},
+    sw.vet_timeout_s = ATH_VET_TIMEOUT_S;
+    sw.rollback_steps = ATH_SWAP_ROLLBACK_STEPS;
+    swap_at_list_t swap_at = {.n = 0};
+    int overwrite = 0;
+    const ath_opt_t opts[] = {
+        CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory (or a libauxtrunk.so file)"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"),
+        NUM("steps", "N", ATH_OPT_U64, &o.steps, 0, U64_MAX_D, "train until step N (a resumed run continues to N)"),
+        NUM("batch", "B", ATH_OPT_INT, &batch, 1, AUXTRUNK_MAX_BATCH, "samples per step"),
+        NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D, "seed of the task, the data and the initial parameters"),
+        NUM("lr", "LR", ATH_OPT_FLOAT, &o.lr, FLT_MIN, 1e30, "Adam learning rate"),
+        WIDTH("enc", &o.enc, "ENC, the encoder width"),
+        WIDTH("h1", &o.h1, "H1"),
+        WIDTH("h2", &o.h2, "H2"),
+        WIDTH("aux", &o.aux, "AUX, the output width"),
+        PLAIN("csv", "FILE", ATH_OPT_STR, &o.csv, "write the loss curve as CSV (step,loss; '-' = stdout)"),
+        PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg, "write the loss curve as an SVG chart (log-scale loss)"),
+        PLAIN("checkpoint", "FILE", ATH_OPT_STR, &o.checkpoint, "write a checkpoint to FILE at the end (atomically)"),
+        PLAIN("overwrite", NULL, ATH_OPT_FLAG, &overwrite, "replace an existing --checkpoint FILE this run does not --resume from"),
+        NUM_T("checkpoint-every", "N", ATH_OPT_U64, &o.checkpoint_every, 1, U64_MAX_D, NULL, "also write it every N steps"),
+        PLAIN("resume", "FILE", ATH_OPT_STR, &o.resume, "continue from checkpoint FILE (same topology and settings)"),
+        NUM_T("log-every", "N", ATH_OPT_U64, &o.log_every, 1, U64_MAX_D, "about 10 per run", "progress line every N steps"),
+        NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for a CUDA plugin"),
+        PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "no progress lines, only the summary"),
+        PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"),
+        NUM_T("swap-poll-ms", "MS", ATH_OPT_INT, &sw.poll_ms, 1, 3600000, "inotify", "hot-swap: poll the directory every MS ms instead of inotify"),
+        CUSTOM("swap-at", "STEP:PATH", &swap_at, set_swap_at, NULL, "hot-swap: swap to PATH after step STEP (repeatable, ascending)"),
+        NUM("swap-timeout", "SECONDS", ATH_OPT_DOUBLE, &sw.vet_timeout_s, 0.001, 86400, "hot-swap: limit for vetting a candidate"),
+        NUM("rollback-steps", "N", ATH_OPT_U64, &sw.rollback_steps, 1, U64_MAX_D, "hot-swap: steps a new version may still roll back"),
+        PLAIN("plugin-sha256", "FILE", ATH_OPT_STR, &sw.sha256_file, "only load plugins whose SHA-256 is listed in FILE (sha256sum format)"),
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
     int p = parse(argc, argv, first, opts, n_opts, "train");
@@ -336,13 +328,6 @@ static int cmd_train(int argc, char **argv, int first)
     }
     if (p != 0)
         return ATH_EXIT_USAGE;
-    if (check_widths("train", o.enc, o.h1, o.h2, o.aux) != 0)
-        return ATH_EXIT_USAGE;
-    if (batch < 1 || batch > AUXTRUNK_MAX_BATCH) {
-        fprintf(stderr, "auxtrunk-host train: --batch %d is outside [1, %d]\n", batch,
-                AUXTRUNK_MAX_BATCH);
-        return ATH_EXIT_USAGE;
-    }
     o.batch = batch;
     if (o.checkpoint_every && !o.checkpoint) {
         fprintf(stderr, "auxtrunk-host train: --checkpoint-every needs --checkpoint FILE\n");
@@ -355,21 +340,13 @@ static int cmd_train(int argc, char **argv, int first)
     if (default_plugin(&plugins, "train") != 0)
         return ATH_EXIT_PLUGIN;
     o.plugin = plugins.items[0];
+    int code = check_train_paths(&o, &sw, &swap_at, overwrite);
+    if (code != ATH_EXIT_OK)
+        return code;
     /* Any hot-swap option turns the swapper on (and SIGHUP into "re-read the
      * plugin directory"); the vetting child of a CUDA process is this program. */
     if (sw.watch || swap_at.n || sw.sha256_file || sw.poll_ms) {
-        for (int i = 0; i < swap_at.n; i++) {
-            ath_err_t err;
-            if (ath_swap_parse_at(swap_at.items[i], &sw.at[i], &err) != 0) {
-                fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
-                return ATH_EXIT_USAGE;
-            }
-            if (i > 0 && sw.at[i].step < sw.at[i - 1].step) {
-                fprintf(stderr, "auxtrunk-host train: --swap-at entries must be in ascending "
-                                "step order\n");
-                return ATH_EXIT_USAGE;
-            }
-        }
+        memcpy(sw.at, swap_at.at, sizeof sw.at);
         sw.n_at = swap_at.n;
         sw.vet_exe = "/proc/self/exe";
         o.swap = &sw;
@@ -385,10 +362,10 @@ static int cmd_bench(int argc, char **argv, int first)
     ath_bench_opts_t o;
     memset(&o, 0, sizeof o);
     o.device = -1;
-    o.enc = 256;
-    o.h1 = 256;
-    o.h2 = 256;
-    o.aux = 128;
+    o.enc = ATH_TRAIN_ENC;
+    o.h1 = ATH_TRAIN_H1;
+    o.h2 = ATH_TRAIN_H2;
+    o.aux = ATH_TRAIN_AUX;
     o.iters = 200;
     o.warmup = 20;
     o.min_iters = 3;
@@ -397,26 +374,26 @@ static int cmd_bench(int argc, char **argv, int first)
     uint64_t rotate = 128;
     plugin_list_t plugins = {.n = 0};
     batch_list_t batches = {{32, 256, 1024, 4096, 65536}, 5};
-    opt_t opts[] = {
-        {"plugin-dir", "DIR", K_PLUGIN, &plugins, "plugin directory or file; repeat to compare plugins"},
-        {"plugin", "NAME", K_NAMED, &plugins, "plugin NAME under the plugins root; repeatable"},
-        {"batches", "LIST", K_LIST, &batches, "batch sizes, comma-separated (default 32,256,1024,4096,65536)"},
-        {"iters", "N", K_INT, &o.iters, "timed iterations per batch, at most (default 200)"},
-        {"warmup", "N", K_INT, &o.warmup, "untimed warm-up iterations, at most (default 20)"},
-        {"min-iters", "N", K_INT, &o.min_iters, "timed iterations, at least (default 3)"},
-        {"budget", "SECONDS", K_DOUBLE, &o.budget_s, "stop a timing loop after this long once min-iters ran (default 5)"},
-        {"rotate-mib", "MIB", K_U64, &rotate, "rotate input sets through this much memory (default 128; 0 = one set)"},
-        {"enc", "N", K_INT, &o.enc, "ENC (default 256)"},
-        {"h1", "N", K_INT, &o.h1, "H1 (default 256)"},
-        {"h2", "N", K_INT, &o.h2, "H2 (default 256)"},
-        {"aux", "N", K_INT, &o.aux, "AUX (default 128)"},
-        {"seed", "S", K_U64, &o.seed, "seed of the random parameters and inputs (default 1)"},
-        {"csv", "FILE", K_STR, &o.csv, "also write the results as CSV ('-' = stdout)"},
-        {"svg", "FILE", K_STR, &o.svg, "chart of step time against batch size (log-log SVG)"},
-        {"cublas", NULL, K_FLAG, &o.cublas, "also time the same trunk written with cuBLAS (CUDA graph)"},
-        {"device", "N", K_INT, &o.device, "CUDA device for CUDA plugins (default: the current one)"},
-        {"fast", NULL, K_FLAG, &o.fast, "request AUXTRUNK_CONFIG_FAST (plugins without it are skipped; TF32 for --cublas)"},
-        {"quiet", NULL, K_FLAG, &o.quiet, "print only the table"},
+    const ath_opt_t opts[] = {
+        CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory or file; repeat to compare plugins"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root; repeatable"),
+        CUSTOM("batches", "LIST", &batches, set_batches, show_batches, "batch sizes, comma-separated"),
+        NUM("iters", "N", ATH_OPT_INT, &o.iters, 1, 100000000, "timed iterations per batch, at most"),
+        NUM("warmup", "N", ATH_OPT_INT, &o.warmup, 0, 100000000, "untimed warm-up iterations, at most"),
+        NUM("min-iters", "N", ATH_OPT_INT, &o.min_iters, 1, 100000000, "timed iterations, at least"),
+        NUM("budget", "SECONDS", ATH_OPT_DOUBLE, &o.budget_s, 0, 86400, "stop a timing loop after this long once min-iters ran"),
+        NUM("rotate-mib", "MIB", ATH_OPT_U64, &rotate, 0, 1 << 20, "rotate input sets through this much memory (0 = one set)"),
+        WIDTH("enc", &o.enc, "ENC"),
+        WIDTH("h1", &o.h1, "H1"),
+        WIDTH("h2", &o.h2, "H2"),
+        WIDTH("aux", &o.aux, "AUX"),
+        NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D, "seed of the random parameters and inputs"),
+        PLAIN("csv", "FILE", ATH_OPT_STR, &o.csv, "also write the results as CSV ('-' = stdout)"),
+        PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg, "chart of step time against batch size (log-log SVG)"),
+        PLAIN("cublas", NULL, ATH_OPT_FLAG, &o.cublas, "also time the same trunk written with cuBLAS (CUDA graph)"),
+        NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for CUDA plugins"),
+        PLAIN("fast", NULL, ATH_OPT_FLAG, &o.fast, "request AUXTRUNK_CONFIG_FAST (plugins without it are skipped; TF32 for --cublas)"),
+        PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "print only the table"),
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
     int p = parse(argc, argv, first, opts, n_opts, "bench");
@@ -426,20 +403,11 @@ static int cmd_bench(int argc, char **argv, int first)
     }
     if (p != 0)
         return ATH_EXIT_USAGE;
-    if (check_widths("bench", o.enc, o.h1, o.h2, o.aux) != 0)
-        return ATH_EXIT_USAGE;
-    if (o.iters < 1 || o.warmup < 0 || o.min_iters < 1 || o.min_iters > o.iters ||
-        !(o.budget_s >= 0)) {
-        fprintf(stderr, "auxtrunk-host bench: need --iters >= --min-iters >= 1, --warmup >= 0, "
-                        "--budget >= 0\n");
+    if (o.min_iters > o.iters) {
+        fprintf(stderr, "auxtrunk-host bench: --min-iters %d is above --iters %d\n", o.min_iters,
+                o.iters);
         return ATH_EXIT_USAGE;
     }
-    for (int i = 0; i < batches.n; i++)
-        if (batches.v[i] > AUXTRUNK_MAX_BATCH) {
-            fprintf(stderr, "auxtrunk-host bench: batch %d is above %d\n", batches.v[i],
-                    AUXTRUNK_MAX_BATCH);
-            return ATH_EXIT_USAGE;
-        }
     if (default_plugin(&plugins, "bench") != 0)
         return ATH_EXIT_PLUGIN;
     o.rotate_mib = (size_t)rotate;
@@ -485,8 +453,8 @@ int main(int argc, char **argv)
         );
         return ATH_EXIT_OK;
     }
-    if (argc >= 2 && strcmp(argv[1], ATH_SWAP_VET_COMMAND) == 0) /* internal: swap.h */
-        return ath_swap_vet_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], ATH_VET_COMMAND) == 0) /* internal: vet.h */
+        return ath_vet_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return cmd_bench(argc, argv, 2);
     if (argc >= 2 && strcmp(argv[1], "train") == 0)

@@ -11,14 +11,36 @@
 /* ------------------------------------------------------------------------- */
 /* Curve                                                                     */
 
+/* Pushes are numbered k = 0, 1, 2, ...; the curve keeps those with k a
+ * multiple of the stride, plus the latest push when it is not one of them.
+ * When ATH_CURVE_MAX_POINTS are kept, every other one is dropped and the
+ * stride doubles: the points stay evenly spaced, the first and the latest
+ * are always there, and memory stays bounded however long the run. */
 int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err)
 {
+    if (!c->stride)
+        c->stride = 1;
+    uint64_t k = c->pushes++;
+    if (c->provisional) {
+        c->n--;
+        c->provisional = 0;
+    }
+    if (k % c->stride == 0 && c->n == ATH_CURVE_MAX_POINTS) {
+        for (size_t j = 0; 2 * j < c->n; j++) {
+            c->step[j] = c->step[2 * j];
+            c->loss[j] = c->loss[2 * j];
+        }
+        c->n = (c->n + 1) / 2;
+        c->stride *= 2;
+    }
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 1024;
-        uint64_t *s = realloc(c->step, cap * sizeof *s);
-        if (!s)
+        if (cap > ATH_CURVE_MAX_POINTS + 1)
+            cap = ATH_CURVE_MAX_POINTS + 1;
+        uint64_t *st = realloc(c->step, cap * sizeof *st);
+        if (!st)
             return ath_errf(err, "out of host memory for the loss curve");
-        c->step = s;
+        c->step = st;
         double *l = realloc(c->loss, cap * sizeof *l);
         if (!l)
             return ath_errf(err, "out of host memory for the loss curve");
@@ -28,6 +50,7 @@ int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err)
     c->step[c->n] = step;
     c->loss[c->n] = loss;
     c->n++;
+    c->provisional = k % c->stride != 0;
     return 0;
 }
 
@@ -43,10 +66,21 @@ void ath_curve_free(ath_curve_t *c)
 
 int ath_csv_open(ath_csv_t *csv, const char *path, ath_err_t *err)
 {
+    memset(csv, 0, sizeof *csv);
     csv->path = path;
-    csv->f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (!csv->f)
-        return ath_errf(err, "cannot write CSV %s: %s", path, strerror(errno));
+    if (strcmp(path, "-") == 0) {
+        csv->f = stdout;
+    } else {
+        /* Published at once, then grown in its own fresh file: a crash keeps
+         * every line written so far, and nothing is written through a link. */
+        if (ath_out_open(&csv->out, path, "CSV", err) != 0)
+            return -1;
+        csv->f = csv->out.f;
+        if (ath_out_publish(&csv->out, err) != 0) {
+            csv->f = NULL;
+            return -1;
+        }
+    }
     if (fputs("step,loss\n", csv->f) == EOF)
         return ath_errf(err, "cannot write CSV %s: %s", path, strerror(errno));
     return 0;
@@ -71,11 +105,12 @@ int ath_csv_close(ath_csv_t *csv, ath_err_t *err)
     if (!csv->f)
         return 0;
     int bad = fflush(csv->f) != 0 || ferror(csv->f);
+    int e = errno;
     if (csv->f != stdout)
-        bad |= fclose(csv->f) != 0;
+        bad |= ath_out_close(&csv->out, NULL) != 0;
     csv->f = NULL;
     if (bad)
-        return ath_errf(err, "cannot write CSV %s: %s", csv->path, strerror(errno));
+        return ath_errf(err, "cannot write CSV %s: %s", csv->path, strerror(e));
     return 0;
 }
 
@@ -101,15 +136,14 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
-/* Opens path and writes what every chart starts with: the header, a white
- * background and the title. NULL (with the error) if it cannot be opened. */
-static FILE *svg_begin(const char *path, const char *title, ath_err_t *err)
+/* Opens the output for path (safefile.h) and writes what every chart starts
+ * with: the header, a white background and the title. NULL (with the error)
+ * if it cannot be created. */
+static FILE *svg_begin(ath_out_t *o, const char *path, const char *title, ath_err_t *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
+    if (ath_out_open(o, path, "SVG", err) != 0)
         return NULL;
-    }
+    FILE *f = o->f;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -122,16 +156,12 @@ static FILE *svg_begin(const char *path, const char *title, ath_err_t *err)
     return f;
 }
 
-/* Closes the document and the file. Returns 0, or -1 if anything failed to
- * be written. */
-static int svg_end(FILE *f, const char *path, ath_err_t *err)
+/* Closes the document and puts the file in place. Returns 0, or -1 if
+ * anything failed to be written (the old file, if any, is then untouched). */
+static int svg_end(ath_out_t *o, ath_err_t *err)
 {
-    fputs("</svg>\n", f);
-    int bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad)
-        return ath_errf(err, "cannot write SVG %s: %s", path, strerror(errno));
-    return 0;
+    fputs("</svg>\n", o->f);
+    return ath_out_commit(o, err);
 }
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks. */
@@ -171,7 +201,8 @@ int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath
 #define XS(s) (ML + ((s) - s0) / (s1 - s0) * pw)
 #define YS(l) (MT + ((double)d1 - log10(l)) / (double)(d1 - d0) * ph)
 
-    FILE *f = svg_begin(path, title, err);
+    ath_out_t o;
+    FILE *f = svg_begin(&o, path, title, err);
     if (!f)
         return -1;
 
@@ -225,7 +256,7 @@ int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath
     }
 #undef XS
 #undef YS
-    return svg_end(f, path, err);
+    return svg_end(&o, err);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -266,7 +297,8 @@ int ath_svg_loglog(const char *path, const char *title, const char *xlabel, cons
 #define LX(v) (ML + (log10(v) - x0) / (x1 - x0) * pw)
 #define LY(v) (MT + (y1 - log10(v)) / (y1 - y0) * ph)
 
-    FILE *f = svg_begin(path, title, err);
+    ath_out_t o;
+    FILE *f = svg_begin(&o, path, title, err);
     if (!f)
         return -1;
     fputs("<g stroke=\"#dddddd\" stroke-width=\"1\">\n", f);
@@ -318,5 +350,5 @@ int ath_svg_loglog(const char *path, const char *title, const char *xlabel, cons
     }
 #undef LX
 #undef LY
-    return svg_end(f, path, err);
+    return svg_end(&o, err);
 }

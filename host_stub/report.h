@@ -13,21 +13,32 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "safefile.h"
 #include "util.h"
+
+/* The loss curve in memory, bounded: at most ATH_CURVE_MAX_POINTS + 1
+ * points, evenly spaced in steps (decimated by two whenever it fills), the
+ * first and the latest always kept. Zero-initialised is empty. */
+#define ATH_CURVE_MAX_POINTS 8192
 
 typedef struct ath_curve {
     uint64_t *step;
     double *loss;
     size_t n, cap;
+    uint64_t stride, pushes; /* every stride-th push is kept */
+    int provisional;         /* the last point is the latest push, off the stride */
 } ath_curve_t;
 
 int ath_curve_push(ath_curve_t *c, uint64_t step, double loss, ath_err_t *err);
 void ath_curve_free(ath_curve_t *c);
 
-/* CSV writer; path "-" means stdout. */
+/* CSV writer; path "-" means stdout. A file is created through safefile.h
+ * (a fresh file renamed into place when opened, never written through a
+ * link or into an existing file). */
 typedef struct ath_csv {
-    FILE *f;
+    FILE *f; /* stdout or out.f */
     const char *path;
+    ath_out_t out;
 } ath_csv_t;
 
 int ath_csv_open(ath_csv_t *csv, const char *path, ath_err_t *err);

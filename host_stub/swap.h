@@ -15,7 +15,7 @@
  *      replaced again, so everything after this step reads the copy;
  *      with an allow-list, the digest must be on it;
  *   3. the live version computes the canary reference: forward and backward
- *      on a fixed probe batch (ATH_SWAP_PROBE_BATCH samples, seeded) with the
+ *      on a fixed probe batch (ATH_CANARY_PROBE_BATCH samples, seeded) with the
  *      current parameters;
  *   4. vetting in a child process (fork, or fork + exec of a vetting program
  *      once this process holds a CUDA context): it loads the copy, negotiates,
@@ -26,7 +26,7 @@
  *      again, and switches. The canary passes when both versions claim
  *      AUXTRUNK_CAP_EXACT and every output and gradient is bit-identical, or,
  *      otherwise, when every value is finite and each tensor's largest error
- *      is at most ATH_SWAP_TOL_REL times its largest reference magnitude.
+ *      is at most ATH_CANARY_TOL_REL times its largest reference magnitude.
  * The previous version stays loaded for ATH_SWAP_ROLLBACK_STEPS steps
  * (probation); if the new one fails in that window (a non-OK status or a
  * non-finite loss) the trainer rolls back to it. After the window it is
@@ -54,14 +54,10 @@
 #include "auxtrunk.h"
 #include "trunk.h"
 #include "util.h"
+#include "vet.h"
 
 #define ATH_SWAP_MAX_AT 16
-#define ATH_SWAP_PROBE_BATCH 64       /* samples of the canary probe (at most max_batch) */
-#define ATH_SWAP_TOL_REL 5e-3         /* canary tolerance when not both exact */
 #define ATH_SWAP_ROLLBACK_STEPS 50    /* default probation window */
-#define ATH_SWAP_VET_TIMEOUT_S 30.0   /* default limit for the vetting child */
-#define ATH_SWAP_POLL_MS 500          /* polling interval when inotify is unavailable */
-#define ATH_SWAP_VET_COMMAND "--swap-vet" /* argv[1] of an exec'd vetting child */
 
 /* One --swap-at entry: swap to path after step `step` has completed. */
 typedef struct ath_swap_at {
@@ -72,12 +68,12 @@ typedef struct ath_swap_at {
 typedef struct ath_swap_opts {
     int watch;               /* watch the live plugin's file for replacement */
     int poll_ms;             /* > 0: poll every poll_ms instead of inotify */
-    double vet_timeout_s;    /* 0: ATH_SWAP_VET_TIMEOUT_S */
+    double vet_timeout_s;    /* 0: ATH_VET_TIMEOUT_S */
     uint64_t rollback_steps; /* 0: ATH_SWAP_ROLLBACK_STEPS */
     const char *sha256_file; /* allow-list (sha256sum format), or NULL */
     ath_swap_at_t at[ATH_SWAP_MAX_AT]; /* in ascending step order */
     int n_at;
-    const char *vet_exe;     /* program run as "<vet_exe> --swap-vet ..." once a CUDA
+    const char *vet_exe;     /* program run as "<vet_exe> --swap-vet ..." (vet.h) once a CUDA
                                 context exists here; NULL: fork only */
     int vet_exec_always;     /* exec vet_exe for every candidate (tests of that path) */
     FILE *log;               /* where "swap:" lines go; NULL: stdout */
@@ -145,9 +141,5 @@ ath_swap_stats_t ath_swap_stats(const ath_swap_t *s);
 /* Unloads the held previous version, stops watching, removes the private
  * directory, restores SIGHUP. The live trunk is the caller's. NULL is fine. */
 void ath_swap_destroy(ath_swap_t *s);
-
-/* Entry of an exec'd vetting child: argv = {prog, ATH_SWAP_VET_COMMAND,
- * request file, report fd}. Returns the process exit code. */
-int ath_swap_vet_main(int argc, char **argv);
 
 #endif

@@ -24,6 +24,7 @@
 #include "task.h"
 #include "trunk.h"
 #include "util.h"
+#include "vet.h"
 
 typedef struct run {
     ath_trunk_t trunk;
@@ -116,7 +117,7 @@ int ath_train_run(const ath_train_opts_t *o)
         }
         ls = ath_swap_open(r.swap, o->plugin, &r.trunk, &err);
     } else {
-        ls = ath_trunk_open(&r.trunk, o->plugin, &config, o->device, &err);
+        ls = ath_vet_open(&r.trunk, o->plugin, &config, o->device, NULL, NULL, &err);
     }
     if (ls != ATH_LOAD_OK) {
         ath_swap_destroy(r.swap);

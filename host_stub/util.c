@@ -1,5 +1,5 @@
 /*
- * util.c — error text and the monotonic clock (see util.h).
+ * util.c — error text, log lines, paths and the monotonic clock (see util.h).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "util.h"
@@ -19,6 +19,28 @@ int ath_errf(ath_err_t *err, const char *fmt, ...)
         va_end(ap);
     }
     return -1;
+}
+
+void ath_logf(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+void ath_dir_of(const char *path, char *dir, size_t n)
+{
+    snprintf(dir, n, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, n, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
 }
 
 double ath_now_s(void)

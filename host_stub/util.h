@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes of auxtrunk-host (also listed by --help). */
 enum {
@@ -33,6 +34,17 @@ int ath_errf(ath_err_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* One line to f (a newline added) and a flush: the log lines of
+ * long-running parts (the swapper) are seen as they happen. */
+void ath_logf(FILE *f, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The directory part of path: "." for a bare name, "/" for "/name". */
+void ath_dir_of(const char *path, char *dir, size_t n);
 
 /* The directory of the running executable (from /proc/self/exe). Returns 0,
  * or -1 if it cannot be found or does not fit in n bytes. */

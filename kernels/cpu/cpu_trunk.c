@@ -18,6 +18,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "auxtrunk.h"
 #include "auxtrunk_canon.h"
 
 #define C AUXTRUNK_CANON_CHUNK
@@ -172,14 +173,9 @@ typedef struct set_layout {
 
 static set_layout_t set_layout(cpu_dims_t d)
 {
-    set_layout_t s;
-    s.w1 = 0;
-    s.b1 = s.w1 + (size_t)d.enc * d.h1;
-    s.w2 = s.b1 + (size_t)d.h1;
-    s.b2 = s.w2 + (size_t)d.h1 * d.h2;
-    s.w3 = s.b2 + (size_t)d.h2;
-    s.b3 = s.w3 + (size_t)d.h2 * d.aux;
-    s.count = s.b3 + (size_t)d.aux;
+    set_layout_t s = {AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
+                      AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
+                      AUXTRUNK_PARAM_COUNT(&d)};
     return s;
 }
 

@@ -11,16 +11,16 @@
  * handled with an exact loop bound, never by zero padding (a padded
  * fmaf(0, 0, -0.0f) would turn -0 into +0).
  *
- * Staging (gemm_tile_async, the default for aligned widths that are multiples
- * of 4): operands travel global -> shared memory by cp.async in a ring of
- * V2_STAGES slabs of 32 reduction steps, each kept in its global orientation;
- * threads read 16-byte fragments, 4 reduction steps at a time for
- * k-contiguous operands. The large tile is 128 x 128 with an 8 x 8 micro-tile
- * per thread (V2_TM8) and two blocks per SM: on the H200 a warp's 16-byte
+ * Staging (gemm_tile_async, for aligned widths that are multiples of 4):
+ * operands travel global -> shared memory by cp.async in a ring of ASTAGES
+ * slabs of ABK reduction steps, each kept in its global orientation; threads
+ * read 16-byte fragments, 4 reduction steps at a time for k-contiguous
+ * operands. The large tile is 128 x 128 with an 8 x 8 micro-tile per thread
+ * and two blocks per SM: on the H200 a warp's 16-byte
  * shared load costs 4 shared-memory cycles whatever its broadcast, so an
  * 8 x 8 micro-tile is what balances shared-memory traffic against FFMA issue
  * (docs/perf-notes.md). Other widths and pointers use gemm_tile (register
- * staging, double-buffered). Batches up to V2_ROWS_MAX_BATCH run their
+ * staging, double-buffered). Batches up to ROWS_MAX_BATCH run their
  * row-local stages on the cluster path of trunk_v2_rows.cu.
  *
  * Hidden gradients (dh = d · Wᵀ) at large batches read W2 and W3 from
@@ -46,16 +46,15 @@
 
 #include "auxtrunk_canon.h"
 #include "trunk_v2_async.cuh"
+#include "trunk_v2_gemm.cuh"
 #include "trunk_v2_pdl.cuh"
 #include "trunk_v2_rows.h"
 
+namespace {
+
 /* Batches up to this size take the cluster path of trunk_v2_rows.cu for the
  * row-local stages (forward, hidden gradients). */
-#ifndef V2_ROWS_MAX_BATCH
-#define V2_ROWS_MAX_BATCH 128
-#endif
-
-namespace {
+constexpr int ROWS_MAX_BATCH = 128;
 
 /* ---------------------------------------------------------------- tiles -- */
 
@@ -71,15 +70,8 @@ __host__ __device__ constexpr int bk_of()
     return BM >= 128 ? 16 : (BM >= 64 ? 32 : 64);
 }
 constexpr int NTHREADS = 256;
-#ifndef V2_MIN_BLOCKS
-#define V2_MIN_BLOCKS 1 /* blocks per SM the register budget must allow */
-#endif
-#ifndef V2_FRAG_PREFETCH
-#define V2_FRAG_PREFETCH 1 /* double-buffer the register fragments (measured neutral) */
-#endif
-#ifndef V2_LARGE_BN
-#define V2_LARGE_BN 128 /* columns of the large tile (rows are 128); see V2_TM8 */
-#endif
+constexpr int MIN_BLOCKS = 1; /* blocks per SM the register budget must allow */
+constexpr int LARGE_BN = 128; /* columns of the large tile (rows are 128); see group_8x8 */
 
 enum Epilogue {
     EPI_BIAS = 0,     /* acc starts at bias[n]; store acc            (layer 3) */
@@ -90,8 +82,9 @@ enum Epilogue {
 
 /* One GEMM problem: C[m,n] = epilogue(chain over k of A[m,k] * B[k,n]).
  * A is stored k-contiguous (a[m*lda + k]) when A_KC, else m-contiguous
- * (a[k*lda + m]); likewise B is b[n*ldb + k] when B_KC, else b[k*ldb + n]. */
-struct Gemm {
+ * (a[k*lda + m]); likewise B is b[n*ldb + k] when B_KC, else b[k*ldb + n].
+ * Built by name (trunk_v2_gemm.cuh), never by position. */
+struct Gemm : v2gemm::Named<Gemm> {
     const float *a;
     const float *b;
     float *c;
@@ -100,6 +93,14 @@ struct Gemm {
     int lda, ldb, ldc;
     int m, n;
     int b_pre; /* async tile: B may be copied before pdl_wait (no launch in flight writes it) */
+
+    /* B is the layer's weights, which no launch of the call writes. */
+    Gemm with_b_early() const
+    {
+        Gemm g = *this;
+        g.b_pre = 1;
+        return g;
+    }
 };
 
 /* Which of a tile's BD rows/columns a thread's fragment element i covers.
@@ -256,7 +257,6 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
         const float *b_s = bs + buf * BS;
         const int kn = k_end - k0;
         if (kn >= BK) {
-#if V2_FRAG_PREFETCH
             /* Fragments of step kk+1 are read while step kk's FMAs issue, so
              * the shared-memory latency hides behind arithmetic. */
             float fa[2][TM], fb[2][TN];
@@ -274,19 +274,6 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
                     for (int j = 0; j < TN; j++)
                         acc[i][j] = fmaf(fa[kk & 1][i], fb[kk & 1][j], acc[i][j]);
             }
-#else
-#pragma unroll
-            for (int kk = 0; kk < BK; kk++) {
-                float fa[TM], fb[TN];
-                load_frag<BM, TM>(fa, a_s + kk * (BM + 4), ty);
-                load_frag<BN, TN>(fb, b_s + kk * (BN + 4), tx);
-#pragma unroll
-                for (int i = 0; i < TM; i++)
-#pragma unroll
-                    for (int j = 0; j < TN; j++)
-                        acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
-            }
-#endif
         } else { /* reduction tail: exactly kn more steps */
 #pragma unroll 8
             for (int kk = 0; kk < kn; kk++) {
@@ -351,28 +338,16 @@ inline size_t smem_for(int k)
 
 /* gemm_tile_async: the same per-thread chain as gemm_tile (accumulator starts
  * at bias[n] or 0, then one fmaf per k, k strictly ascending, exact tail), fed
- * by a ring of V2_STAGES shared-memory slabs that cp.async fills directly
- * from global memory, so V2_STAGES - 1 slabs are in flight while one is used
- * and no staging registers are needed. VEC launches only: every width a
- * multiple of 4 and every base 16-byte aligned. */
-#ifndef V2_ASYNC
-#define V2_ASYNC 1 /* 1: VEC launches of every tile size use gemm_tile_async */
-#endif
-#ifndef V2_STAGES
-#define V2_STAGES 3 /* slabs in the ring of the async tile: 3 x 36 KiB for the 128x128
-                       tile, so that two blocks fit in one SM's 228 KiB */
-#endif
-#ifndef V2_ASYNC_BK
-#define V2_ASYNC_BK 32 /* reduction steps per slab of the async tile */
-#endif
-#ifndef V2_TM8
-#define V2_TM8 1 /* 1: async tiles of 128 rows give every thread an 8x8 micro-tile
-                    (128x64: 128 threads, 128x128: 256), see group_8x8 */
-#endif
-#ifndef V2_TM8_REGS
-#define V2_TM8_REGS 128 /* register cap of the 8x8 kernels (through __launch_bounds__) */
-#endif
-constexpr int ASTAGES = V2_STAGES, ABK = V2_ASYNC_BK;
+ * by a ring of ASTAGES shared-memory slabs that cp.async fills directly from
+ * global memory, so ASTAGES - 1 slabs are in flight while one is used and no
+ * staging registers are needed. Every VEC launch (every width a multiple of 4
+ * and every base 16-byte aligned) runs it, whatever its tile size; async
+ * tiles of 128 rows give every thread an 8x8 micro-tile (group_8x8). */
+/* Slabs in the ring: 3 x 36 KiB for the 128x128 tile, so that two blocks fit
+ * in one SM's 228 KiB. */
+constexpr int ASTAGES = 3;
+constexpr int ABK = 32;       /* reduction steps per slab */
+constexpr int TM8_REGS = 128; /* register cap of the 8x8 kernels (through __launch_bounds__) */
 static_assert(ASTAGES >= 2, "the ring needs one slab in use and one in flight");
 static_assert(ABK % 8 == 0, "k in groups of 4, and an odd KC row stride in 16-byte units");
 
@@ -381,16 +356,15 @@ static_assert(ABK % 8 == 0, "k in groups of 4, and an odd KC row stride in 16-by
 template <int BM, int BN, bool ASYNC>
 __host__ __device__ constexpr int threads_of()
 {
-    return V2_TM8 && ASYNC && BM == 128 ? BM * BN / 64 : NTHREADS;
+    return ASYNC && BM == 128 ? BM * BN / 64 : NTHREADS;
 }
 
 /* Blocks per SM that __launch_bounds__ asks the register allocator to allow:
- * the 8x8 kernels are held to V2_TM8_REGS registers per thread. */
+ * the 8x8 kernels are held to TM8_REGS registers per thread. */
 template <int BM, int BN, bool ASYNC>
 __host__ __device__ constexpr int min_blocks_of()
 {
-    return V2_TM8 && ASYNC && BM == 128 ? 65536 / (threads_of<BM, BN, ASYNC>() * V2_TM8_REGS)
-                                        : V2_MIN_BLOCKS;
+    return ASYNC && BM == 128 ? 65536 / (threads_of<BM, BN, ASYNC>() * TM8_REGS) : MIN_BLOCKS;
 }
 
 /* One operand's slab in shared memory, in its global orientation (no
@@ -517,7 +491,7 @@ __device__ __forceinline__ void group_steps(float (&acc)[TM][TN], const float (&
     }
 }
 
-/* The first nq (1..4) steps of k-group g with an 8x8 micro-tile (V2_TM8).
+/* The first nq (1..4) steps of k-group g with an 8x8 micro-tile.
  * Both operands' group fragments (2 x 32 floats) next to the 64
  * accumulators, the copy state and the addresses would not fit 128
  * registers, so one operand's group is held and the other is streamed four
@@ -636,7 +610,7 @@ __device__ __forceinline__ void group_8x8(float (&acc)[8][8], const float *a_s, 
  * writes 8 consecutive pieces of one row (a KC row holds 8, a d-contiguous
  * row BD/4 >= 8): 8 distinct groups.
  *
- * 8x8 micro-tiles (V2_TM8; 128x64 with 128 threads, 128x128 with 256). On
+ * 8x8 micro-tiles (128x64 with 128 threads, 128x128 with 256). On
  * sm_90 a warp's 16-byte load takes 4 shared-memory cycles (512 bytes at 128
  * per cycle) however much it broadcasts, so the cost is counted in loads:
  * 8x4 per thread spends 12 loads (48 cycles) per 4 steps on 128 FMAs per
@@ -668,9 +642,8 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
     static_assert(TX * (BM / TM) == NT, "tile shape");
     static_assert((TX == 16 && BM / TM == 16) || (TM == 8 && TN == 8 && TX == 8),
                   "the bank analysis assumes 16 x 16 threads, or 8 x 16 with 8x8 each");
-    /* 8x8 micro-tiles take the streamed group_8x8 (V2_TM8 only, so that the
-     * default build is unchanged). */
-    constexpr bool T88 = V2_TM8 && TM == 8 && TN == 8;
+    /* 8x8 micro-tiles take the streamed group_8x8. */
+    constexpr bool T88 = TM == 8 && TN == 8;
     /* Register fit of the 8x8 kernels at 128 (ptxas, sm_90, CUDA 13): copy
      * addresses re-formed per slab when an operand is KC, and the k-groups
      * of a slab not unrolled when both are (found by -Xptxas -v: these are
@@ -847,7 +820,7 @@ inline size_t async_smem_for(int k)
 template <int BM, int BN, bool A_KC, bool B_KC, bool VEC>
 inline size_t launch_smem(int k)
 {
-    if (V2_ASYNC && VEC)
+    if (VEC)
         return async_smem_for<BM, BN, A_KC, B_KC>(k);
     return smem_for<BM, BN>(k);
 }
@@ -855,19 +828,18 @@ inline size_t launch_smem(int k)
 template <int BM, int BN, bool A_KC, bool B_KC, bool VEC>
 constexpr size_t max_smem()
 {
-    return V2_ASYNC && VEC ? async_smem_bytes<BM, BN, A_KC, B_KC>(ASTAGES) : smem_bytes<BM, BN>(2);
+    return VEC ? async_smem_bytes<BM, BN, A_KC, B_KC>(ASTAGES) : smem_bytes<BM, BN>(2);
 }
 
 /* ------------------------------------------------------- forward / dh -- */
 
 /* One GEMM over the whole reduction (layer forward, hidden gradient). */
 template <int BM, int BN, bool A_KC, bool B_KC, int EPI, bool VEC>
-__global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
-                                  min_blocks_of<BM, BN, V2_ASYNC && VEC>())
+__global__ void __launch_bounds__(threads_of<BM, BN, VEC>(), min_blocks_of<BM, BN, VEC>())
     gemm_kernel(Gemm g, int k)
 {
     extern __shared__ __align__(16) float smem[];
-    if constexpr (V2_ASYNC && VEC)
+    if constexpr (VEC)
         gemm_tile_async<BM, BN, threads_of<BM, BN, true>(), A_KC, B_KC, EPI>(
             g, blockIdx.y * BM, blockIdx.x * BN, 0, k, false, smem);
     else {
@@ -901,25 +873,18 @@ struct GradGroup {
  * second's partial to the first's (left + right: the canonical tree's first
  * level) in its epilogue, so the workspace holds, and the tree reads, half as
  * many partials. */
-#ifndef V2_GRAD_FOLD
-#define V2_GRAD_FOLD 2
-#endif
-constexpr int GRAD_FOLD = V2_GRAD_FOLD;
+constexpr int GRAD_FOLD = 2;
 static_assert(GRAD_FOLD == 1 || GRAD_FOLD == 2, "the epilogue folds one pair: left + right");
 
 /* Bias-gradient samples loaded ahead per thread (grad_chunk_kernel). */
-#ifndef V2_DB_BATCH
-#define V2_DB_BATCH 16
-#endif
-constexpr int DB_BATCH = V2_DB_BATCH;
+constexpr int DB_BATCH = 16;
 static_assert(DB_BATCH >= 1, "at least one sample per batch of loads");
 
 template <int BM, int BN, bool VEC, int FOLD>
-__global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
-                                  min_blocks_of<BM, BN, V2_ASYNC && VEC>())
+__global__ void __launch_bounds__(threads_of<BM, BN, VEC>(), min_blocks_of<BM, BN, VEC>())
     grad_chunk_kernel(GradGroup G)
 {
-    constexpr int NT = threads_of<BM, BN, V2_ASYNC && VEC>(); /* db: columns per block */
+    constexpr int NT = threads_of<BM, BN, VEC>(); /* db: columns per block */
     extern __shared__ __align__(16) float smem[];
     v2pdl::pdl_wait(); /* every operand comes from earlier launches */
     v2pdl::pdl_trigger();
@@ -953,7 +918,7 @@ __global__ void __launch_bounds__(threads_of<BM, BN, V2_ASYNC && VEC>(),
             const int m0 = (tb / G.tiles_n[tp]) * BM, n0 = (tb % G.tiles_n[tp]) * BN;
             const int kb = c * CHUNK, ke = min(G.batch, kb + CHUNK);
             const bool acc_old = i > 0 || (G.accumulate && G.node_stride == 0);
-            if constexpr (V2_ASYNC && VEC)
+            if constexpr (VEC)
                 gemm_tile_async<BM, BN, NT, false, false, EPI_SUM>(g, m0, n0, kb, ke, acc_old,
                                                                    smem);
             else
@@ -999,10 +964,7 @@ constexpr int TREE_LEVELS = 14;
 constexpr int TREE_BATCH = 8;
 /* Nodes in the tree's input above which a first launch folds blocks of
  * TREE_SPAN of them (see tree_kernel); 0 < TREE_SPAN = 2^(TREE_SPAN_LEVELS-1). */
-#ifndef V2_TREE_SPLIT_MIN
-#define V2_TREE_SPLIT_MIN 16
-#endif
-constexpr int TREE_SPLIT_MIN = V2_TREE_SPLIT_MIN;
+constexpr int TREE_SPLIT_MIN = 16;
 constexpr int TREE_SPAN = 16, TREE_SPAN_LEVELS = 5, TREE_SPAN_BATCH = 8;
 
 /* Combines nc chunk partials per element in the canonical pairwise tree.
@@ -1131,15 +1093,10 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
  * launch copies W2 and W3 transposed into the workspace, so that they run the
  * forward's orientation (A k-contiguous, B d-contiguous). A copy moves
  * values only: the chains, and so the bits, are unchanged. */
-#ifndef V2_DH_TRANSPOSE
-#define V2_DH_TRANSPOSE 1
-#endif
 /* Smallest batch whose hidden gradients take the transposed copies: below
  * it the copy's launch costs more than it saves (H200: 2-4 us slower up to
  * B = 8,192, 9 us faster at 16,384, 34 us at 65,536; docs/perf-notes.md). */
-#ifndef V2_DH_TRANSPOSE_MIN_BATCH
-#define V2_DH_TRANSPOSE_MIN_BATCH 16384
-#endif
+constexpr int DH_TRANSPOSE_MIN_BATCH = 16384;
 constexpr int TP = 32; /* transpose tile edge; blocks of TP x 8 threads */
 
 struct TransposeArgs {
@@ -1184,13 +1141,7 @@ __global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
  * idle) beat 512 of the next smaller one (H200 probe, graph step: B = 2,048
  * 127 -> 93 us, 8,192 276 -> 260 us, no batch slower; 64 or 32 as the bound
  * were slower at 4,096 by 53 and 69 us). */
-#ifndef V2_FULL_WAVE
-#define V2_FULL_WAVE 128
-#endif
-#ifndef V2_ROW16
-#define V2_ROW16 1 /* 1: 16 x 32 tiles for forward / hidden-gradient launches below a wave */
-#endif
-constexpr int FULL_WAVE = V2_FULL_WAVE;
+constexpr int FULL_WAVE = 128;
 
 inline int tiles(int m, int n, int bm, int bn)
 {
@@ -1199,7 +1150,7 @@ inline int tiles(int m, int n, int bm, int bn)
 
 inline int pick(int m, int n, int mult)
 {
-    if ((long long)tiles(m, n, 128, V2_LARGE_BN) * mult >= FULL_WAVE)
+    if ((long long)tiles(m, n, 128, LARGE_BN) * mult >= FULL_WAVE)
         return 128;
     if ((long long)tiles(m, n, 64, 64) * mult >= FULL_WAVE)
         return 64;
@@ -1217,7 +1168,7 @@ inline int pick(int m, int n, int mult)
 inline int pick_rows(int m, int n, bool row16)
 {
     const int p = pick(m, n, 1);
-    return V2_ROW16 && row16 && p == 32 && tiles(m, n, 16, 32) <= FULL_WAVE ? 16 : p;
+    return row16 && p == 32 && tiles(m, n, 16, 32) <= FULL_WAVE ? 16 : p;
 }
 
 /* Tile of the weight-gradient launch with `rows` grid rows: sized by the
@@ -1254,21 +1205,21 @@ cudaError_t launch_tile(const Gemm &g, int k, cudaStream_t s, bool pdl)
 {
     return v2pdl::launch(gemm_kernel<BM, BN, A_KC, B_KC, EPI, VEC>,
                          dim3((g.n + BN - 1) / BN, (g.m + BM - 1) / BM),
-                         dim3(threads_of<BM, BN, V2_ASYNC && VEC>()),
+                         dim3(threads_of<BM, BN, VEC>()),
                          launch_smem<BM, BN, A_KC, B_KC, VEC>(k), s, pdl, g, k);
 }
 
 template <bool A_KC, bool B_KC, int EPI, bool VEC>
 cudaError_t gemm_launch(const Gemm &g, int k, cudaStream_t s, bool pdl)
 {
-    constexpr bool ROW16 = V2_ASYNC && VEC && A_KC;
+    constexpr bool ROW16 = VEC && A_KC;
     switch (pick_rows(g.m, g.n, ROW16)) {
     case 16:
         if constexpr (ROW16)
             return launch_tile<16, 32, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
         return cudaErrorInvalidConfiguration; /* pick_rows gives 16 only with ROW16 */
     case 128:
-        return launch_tile<128, V2_LARGE_BN, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
+        return launch_tile<128, LARGE_BN, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
     case 64:
         return launch_tile<64, 64, A_KC, B_KC, EPI, VEC>(g, k, s, pdl);
     default:
@@ -1295,7 +1246,7 @@ cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_
         G.tile_start[p + 1] = t;
     }
     /* db column blocks: one column per thread of the kernel's block */
-    const int nt = vec ? threads_of<BM, BN, V2_ASYNC>() : threads_of<BM, BN, false>();
+    const int nt = vec ? threads_of<BM, BN, true>() : threads_of<BM, BN, false>();
     for (int q = 0; q < 3; q++) {
         t += (G.db_n[q] + nt - 1) / nt;
         G.tile_start[4 + q] = t;
@@ -1377,14 +1328,13 @@ cudaError_t touch_config()
 extern "C" cudaError_t v2_prepare(void)
 {
     cudaError_t e;
-    if ((e = touch_config<128, V2_LARGE_BN, true>()) != cudaSuccess ||
-        (e = touch_config<128, V2_LARGE_BN, false>()) != cudaSuccess ||
+    if ((e = touch_config<128, LARGE_BN, true>()) != cudaSuccess ||
+        (e = touch_config<128, LARGE_BN, false>()) != cudaSuccess ||
         (e = touch_config<64, 64, true>()) != cudaSuccess ||
         (e = touch_config<64, 64, false>()) != cudaSuccess ||
         (e = touch_config<32, 32, true>()) != cudaSuccess ||
         (e = touch_config<32, 32, false>()) != cudaSuccess ||
-        (e = (V2_ROW16 && V2_ASYNC ? touch_gemms<16, 32, true>() : cudaSuccess)) !=
-            cudaSuccess ||
+        (e = touch_gemms<16, 32, true>()) != cudaSuccess ||
         (e = touch(tree_kernel<1, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
         (e = touch(tree_kernel<4, TREE_LEVELS, TREE_BATCH>)) != cudaSuccess ||
         (e = touch(tree_kernel<1, TREE_SPAN_LEVELS, TREE_SPAN_BATCH>)) != cudaSuccess ||
@@ -1422,9 +1372,8 @@ extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
         const int n = nodes_of(d, c);
         nodes = n > nodes ? n : nodes;
     }
-    size_t partials = (size_t)nodes * v2_grad_layout(d).off[6];
-    size_t transposed = V2_DH_TRANSPOSE ? (size_t)d.h1 * d.h2 + (size_t)d.h2 * d.aux : 0;
-    return partials + transposed + (size_t)max_batch * (d.h1 + d.h2);
+    return v2_workspace_carve(d, max_batch, NULL).floats +
+           (size_t)nodes * v2_grad_layout(d).off[6];
 }
 
 extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
@@ -1436,18 +1385,32 @@ extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float
     const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
                      aligned16(x) && aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) &&
                      aligned16(h1) && aligned16(h2);
-    if (batch <= V2_ROWS_MAX_BATCH && v2_rows_forward_ok(d, p, x, h1, h2, out))
+    if (batch <= ROWS_MAX_BATCH && v2_rows_forward_ok(d, p, x, h1, h2, out))
         return v2_rows_forward(d, p, x, batch, h1, h2, out, stream);
     /* Layers 2 and 3 start during the layer before them and copy their
      * weights before waiting for it (trunk_v2_pdl.cuh); layer 1 is an
      * ordinary launch, after whatever the caller queued. */
-    Gemm g1 = {x, p->w1, h1, p->b1, nullptr, d.enc, d.h1, d.h1, batch, d.h1, 0};
+    const Gemm g1 = Gemm::shape(batch, d.h1)
+                        .with_a(x, d.enc)
+                        .with_b(p->w1, d.h1)
+                        .with_c(h1, d.h1)
+                        .with_bias(p->b1);
     if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream, false)) != cudaSuccess)
         return e;
-    Gemm g2 = {h1, p->w2, h2, p->b2, nullptr, d.h1, d.h2, d.h2, batch, d.h2, 1};
+    const Gemm g2 = Gemm::shape(batch, d.h2)
+                        .with_a(h1, d.h1)
+                        .with_b(p->w2, d.h2)
+                        .with_c(h2, d.h2)
+                        .with_bias(p->b2)
+                        .with_b_early();
     if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, vec, stream, true)) != cudaSuccess)
         return e;
-    Gemm g3 = {h2, p->w3, out, p->b3, nullptr, d.h2, d.aux, d.aux, batch, d.aux, 1};
+    const Gemm g3 = Gemm::shape(batch, d.aux)
+                        .with_a(h2, d.h2)
+                        .with_b(p->w3, d.aux)
+                        .with_c(out, d.aux)
+                        .with_bias(p->b3)
+                        .with_b_early();
     return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream, true);
 }
 
@@ -1459,35 +1422,51 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
         return cudaErrorInvalidValue;
     cudaError_t e;
-    float *dh2 = workspace;
-    float *dh1 = dh2 + (size_t)batch * d.h2;
-    float *w2t = dh1 + (size_t)batch * d.h1;         /* [H2, H1] */
-    float *w3t = w2t + (size_t)d.h1 * d.h2;           /* [AUX, H2] */
-    float *partials = V2_DH_TRANSPOSE ? w3t + (size_t)d.h2 * d.aux : w2t;
+    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    float *const dh2 = W.dh2, *const dh1 = W.dh1, *const partials = W.partials;
     const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
                      aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
                      aligned16(p->w2) && aligned16(p->w3) && aligned16(dh2) && aligned16(dh1);
 
     /* dh2_pre = (dout · W3ᵀ) ⊙ ELU'(h2): reduction over AUX, both operands
      * k-contiguous; dh1_pre likewise from dh2_pre and W2. */
-    if (batch <= V2_ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
+    if (batch <= ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
         if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
             return e;
-    } else if (V2_DH_TRANSPOSE && vec && batch >= V2_DH_TRANSPOSE_MIN_BATCH) {
-        if ((e = v2_transpose_hidden_weights(d, p, w2t, w3t, stream)) != cudaSuccess)
+    } else if (vec && batch >= DH_TRANSPOSE_MIN_BATCH) {
+        if ((e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
             return e;
         /* W3ᵀ comes from the transpose just before: no early copy of it. */
-        Gemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2, 0};
+        const Gemm g2 = Gemm::shape(batch, d.h2)
+                            .with_a(dout, d.aux)
+                            .with_b(W.w3t, d.h2)
+                            .with_c(dh2, d.h2)
+                            .with_y(h2);
         if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)) != cudaSuccess)
             return e;
-        Gemm g1 = {dh2, w2t, dh1, nullptr, h1, d.h2, d.h1, d.h1, batch, d.h1, 1};
+        const Gemm g1 = Gemm::shape(batch, d.h1)
+                            .with_a(dh2, d.h2)
+                            .with_b(W.w2t, d.h1)
+                            .with_c(dh1, d.h1)
+                            .with_y(h1)
+                            .with_b_early();
         if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
             return e;
     } else {
-        Gemm g2 = {dout, p->w3, dh2, nullptr, h2, d.aux, d.aux, d.h2, batch, d.h2, 0};
+        /* W3 [H2, AUX] and W2 [H1, H2] read in place: B k-contiguous. */
+        const Gemm g2 = Gemm::shape(batch, d.h2)
+                            .with_a(dout, d.aux)
+                            .with_b(p->w3, d.aux)
+                            .with_c(dh2, d.h2)
+                            .with_y(h2);
         if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false)) != cudaSuccess)
             return e;
-        Gemm g1 = {dh2, p->w2, dh1, nullptr, h1, d.h2, d.h2, d.h1, batch, d.h1, 1};
+        const Gemm g1 = Gemm::shape(batch, d.h1)
+                            .with_a(dh2, d.h2)
+                            .with_b(p->w2, d.h2)
+                            .with_c(dh1, d.h1)
+                            .with_y(h1)
+                            .with_b_early();
         if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
             return e;
     }
@@ -1500,12 +1479,18 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     const bool direct = nc == 1;
     GradGroup G = {};
     /* dW = aᵀ · g over the chunk: A(m = feature, k = sample) is m-contiguous. */
-    G.dw[0] = {x, dh1, direct ? gr->dw1 : partials + L.off[0], nullptr, nullptr, d.enc, d.h1, d.h1,
-               d.enc, d.h1};
-    G.dw[1] = {h1, dh2, direct ? gr->dw2 : partials + L.off[2], nullptr, nullptr, d.h1, d.h2, d.h2,
-               d.h1, d.h2};
-    G.dw[2] = {h2, dout, direct ? gr->dw3 : partials + L.off[4], nullptr, nullptr, d.h2, d.aux,
-               d.aux, d.h2, d.aux};
+    G.dw[0] = Gemm::shape(d.enc, d.h1)
+                  .with_a(x, d.enc)
+                  .with_b(dh1, d.h1)
+                  .with_c(direct ? gr->dw1 : partials + L.off[0], d.h1);
+    G.dw[1] = Gemm::shape(d.h1, d.h2)
+                  .with_a(h1, d.h1)
+                  .with_b(dh2, d.h2)
+                  .with_c(direct ? gr->dw2 : partials + L.off[2], d.h2);
+    G.dw[2] = Gemm::shape(d.h2, d.aux)
+                  .with_a(h2, d.h2)
+                  .with_b(dout, d.aux)
+                  .with_c(direct ? gr->dw3 : partials + L.off[4], d.aux);
     G.g[0] = dh1, G.g[1] = dh2, G.g[2] = dout;
     G.db[0] = direct ? gr->db1 : partials + L.off[1];
     G.db[1] = direct ? gr->db2 : partials + L.off[3];
@@ -1518,7 +1503,7 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
 
     switch (pick_grads(d, nodes)) {
     case 128:
-        e = launch_grads<128, V2_LARGE_BN>(G, nodes, fold, vec, stream, true);
+        e = launch_grads<128, LARGE_BN>(G, nodes, fold, vec, stream, true);
         break;
     case 64:
         e = launch_grads<64, 64>(G, nodes, fold, vec, stream, true);

@@ -13,7 +13,7 @@
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
  *   backward: W2ᵀ/W3ᵀ copy (B >= 16,384), dh2_pre, dh1_pre, grouped dW/db
  *             chunk partials, tree (if B > 256; two launches above 16 nodes)
- * For batches up to V2_ROWS_MAX_BATCH (128) the row-local stages run on the
+ * For batches up to 128 (ROWS_MAX_BATCH in trunk_v2.cu) the row-local stages run on the
  * cluster path of trunk_v2_rows.h instead: forward in one launch, dh2_pre and
  * dh1_pre in one launch.
  * Within a call, every launch after the first is a programmatic dependent
@@ -30,6 +30,7 @@
 
 #include <cuda_runtime.h>
 
+#include "auxtrunk.h"
 #include "trunk_types.h"
 
 #ifdef __cplusplus
@@ -41,9 +42,9 @@ typedef atk_dims_t v2_dims_t;
 typedef atk_params_t v2_params_t;
 typedef atk_grads_t v2_grads_t;
 
-/* The flat layout of the six gradients, W1 b1 W2 b2 W3 b3, shared by every
- * chunk partial in the workspace and by the launches that sum them (the
- * exact tree and the fast chunk sum): gradient i occupies floats
+/* The flat layout of abi/auxtrunk.h for the six gradients, W1 b1 W2 b2 W3
+ * b3, shared by every chunk partial in the workspace and by the launches
+ * that sum them (the exact tree and the fast chunk sum): gradient i occupies floats
  * [off[i], off[i+1]) for i = 0..5 (dW1 db1 dW2 db2 dW3 db3), and off[6] = P,
  * the parameter count. */
 typedef struct v2_grad_layout {
@@ -52,13 +53,36 @@ typedef struct v2_grad_layout {
 
 static inline v2_grad_layout_t v2_grad_layout(v2_dims_t d)
 {
-    const size_t size[6] = {(size_t)d.enc * d.h1, (size_t)d.h1, (size_t)d.h1 * d.h2,
-                            (size_t)d.h2,         (size_t)d.h2 * d.aux, (size_t)d.aux};
-    v2_grad_layout_t L;
-    L.off[0] = 0;
-    for (int i = 0; i < 6; i++)
-        L.off[i + 1] = L.off[i] + size[i];
+    const v2_grad_layout_t L = {{AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d),
+                                 AUXTRUNK_W2_OFFSET(&d), AUXTRUNK_B2_OFFSET(&d),
+                                 AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
+                                 AUXTRUNK_PARAM_COUNT(&d)}};
     return L;
+}
+
+/* The backward workspace of a batch, carved once for the exact and the fast
+ * backward: dh2_pre [B, H2], dh1_pre [B, H1], W2ᵀ [H2, H1], W3ᵀ [AUX, H2],
+ * then the chunk partials (as many as the backward needs, up to the end of
+ * the workspace). floats: what comes before the partials. ws may be NULL
+ * (sizes only). */
+typedef struct v2_workspace {
+    float *dh2, *dh1, *w2t, *w3t, *partials;
+    size_t floats;
+} v2_workspace_t;
+
+static inline v2_workspace_t v2_workspace_carve(v2_dims_t d, int batch, float *ws)
+{
+    const size_t n_dh2 = (size_t)batch * d.h2, n_dh1 = (size_t)batch * d.h1;
+    const size_t n_w2t = (size_t)d.h1 * d.h2, n_w3t = (size_t)d.h2 * d.aux;
+    v2_workspace_t W = {NULL, NULL, NULL, NULL, NULL, n_dh2 + n_dh1 + n_w2t + n_w3t};
+    if (ws) {
+        W.dh2 = ws;
+        W.dh1 = W.dh2 + n_dh2;
+        W.w2t = W.dh1 + n_dh1;
+        W.w3t = W.w2t + n_w2t;
+        W.partials = W.w3t + n_w3t;
+    }
+    return W;
 }
 
 /* Floats of workspace backward needs for batches up to max_batch: dh2_pre
@@ -132,9 +156,7 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
 #define V2_FAST_TOL 1e-2
 
 /* Smallest batch the fast kernels take (see Domain above). */
-#ifndef V2_FAST_MIN_BATCH
 #define V2_FAST_MIN_BATCH 2048
-#endif
 
 /* 1 if the fast kernels take this topology (every width a multiple of 4). */
 int v2_fast_supported(v2_dims_t d);

@@ -35,6 +35,7 @@
 
 #include "auxtrunk_canon.h"
 #include "trunk_v2_fast_tile.cuh"
+#include "trunk_v2_gemm.cuh"
 
 namespace {
 
@@ -111,8 +112,9 @@ enum Epilogue {
 /* One GEMM problem: C[m,n] = epilogue(sum over k of A[m,k] * B[k,n]); A is
  * a[m*lda + k] when A_KC, else a[k*lda + m]; B is b[n*ldb + k] when B_KC,
  * else b[k*ldb + n]. Every width (m, n, lda, ldb, ldc) is a multiple of 4 and
- * every pointer 16-byte aligned (checked by the public entries). */
-struct FGemm {
+ * every pointer 16-byte aligned (checked by the public entries). Built by
+ * name (trunk_v2_gemm.cuh), never by position. */
+struct FGemm : v2gemm::Named<FGemm> {
     const float *a;
     const float *b;
     float *c;
@@ -449,8 +451,8 @@ extern "C" size_t v2_fast_workspace_floats(v2_dims_t d, int max_batch)
     if (!v2_fast_supported(d))
         return exact;
     const int nc = chunk_bound(grad_tiles(d), max_batch);
-    const size_t fast = (size_t)max_batch * (d.h1 + d.h2) + (size_t)d.h1 * d.h2 +
-                        (size_t)d.h2 * d.aux + (nc > 1 ? (size_t)nc * v2_grad_layout(d).off[6] : 0);
+    const size_t fast = v2_workspace_carve(d, max_batch, NULL).floats +
+                        (nc > 1 ? (size_t)nc * v2_grad_layout(d).off[6] : 0);
     return fast > exact ? fast : exact; /* the exact kernels may run instead */
 }
 
@@ -481,13 +483,21 @@ extern "C" cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const 
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
     cudaError_t e;
     /* h = act(a · W + b): A = a [batch, K] k-contiguous, B = W [K, N] n-contiguous. */
-    const FGemm g1 = {x, p->w1, h1, p->b1, nullptr, d.enc, d.h1, d.h1, batch, d.h1};
+    const FGemm g1 =
+        FGemm::shape(batch, d.h1).with_a(x, d.enc).with_b(p->w1, d.h1).with_c(h1, d.h1).with_bias(
+            p->b1);
     if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, stream)) != cudaSuccess)
         return e;
-    const FGemm g2 = {h1, p->w2, h2, p->b2, nullptr, d.h1, d.h2, d.h2, batch, d.h2};
+    const FGemm g2 =
+        FGemm::shape(batch, d.h2).with_a(h1, d.h1).with_b(p->w2, d.h2).with_c(h2, d.h2).with_bias(
+            p->b2);
     if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, stream)) != cudaSuccess)
         return e;
-    const FGemm g3 = {h2, p->w3, out, p->b3, nullptr, d.h2, d.aux, d.aux, batch, d.aux};
+    const FGemm g3 = FGemm::shape(batch, d.aux)
+                         .with_a(h2, d.h2)
+                         .with_b(p->w3, d.aux)
+                         .with_c(out, d.aux)
+                         .with_bias(p->b3);
     return gemm<true, false, EPI_BIAS>(g3, d.h2, stream);
 }
 
@@ -507,21 +517,22 @@ extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const
     if (!fast)
         return v2_backward(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream);
     cudaError_t e;
-    float *dh2 = workspace;
-    float *dh1 = dh2 + (size_t)batch * d.h2;
-    float *w2t = dh1 + (size_t)batch * d.h1; /* [H2, H1] */
-    float *w3t = w2t + (size_t)d.h1 * d.h2;   /* [AUX, H2] */
-    float *partials = w3t + (size_t)d.h2 * d.aux;
+    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    float *const dh2 = W.dh2, *const dh1 = W.dh1, *const partials = W.partials;
 
     /* dh_pre = (d · Wᵀ) ⊙ ELU'(y): A = d [batch, N_out] k-contiguous, B = Wᵀ
      * [N_out, K] from the transposed copies, n-contiguous: the forward's
      * orientation (the reduction is the layer's output). */
-    if ((e = v2_transpose_hidden_weights(d, p, w2t, w3t, stream)) != cudaSuccess)
+    if ((e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
         return e;
-    const FGemm g2 = {dout, w3t, dh2, nullptr, h2, d.aux, d.h2, d.h2, batch, d.h2};
+    const FGemm g2 =
+        FGemm::shape(batch, d.h2).with_a(dout, d.aux).with_b(W.w3t, d.h2).with_c(dh2, d.h2).with_y(
+            h2);
     if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, stream)) != cudaSuccess)
         return e;
-    const FGemm g1 = {dh2, w2t, dh1, nullptr, h1, d.h2, d.h1, d.h1, batch, d.h1};
+    const FGemm g1 =
+        FGemm::shape(batch, d.h1).with_a(dh2, d.h2).with_b(W.w2t, d.h1).with_c(dh1, d.h1).with_y(
+            h1);
     if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, stream)) != cudaSuccess)
         return e;
 
@@ -533,12 +544,18 @@ extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const
 
     FGrads G = {};
     /* dW = aᵀ · d: A(m = feature, k = sample) = a[k*M + m], B = d[k*N + n]. */
-    G.dw[0] = {x, dh1, direct ? gr->dw1 : partials + L.off[0], nullptr, nullptr,
-               d.enc, d.h1, d.h1, d.enc, d.h1};
-    G.dw[1] = {h1, dh2, direct ? gr->dw2 : partials + L.off[2], nullptr, nullptr,
-               d.h1, d.h2, d.h2, d.h1, d.h2};
-    G.dw[2] = {h2, dout, direct ? gr->dw3 : partials + L.off[4], nullptr, nullptr,
-               d.h2, d.aux, d.aux, d.h2, d.aux};
+    G.dw[0] = FGemm::shape(d.enc, d.h1)
+                  .with_a(x, d.enc)
+                  .with_b(dh1, d.h1)
+                  .with_c(direct ? gr->dw1 : partials + L.off[0], d.h1);
+    G.dw[1] = FGemm::shape(d.h1, d.h2)
+                  .with_a(h1, d.h1)
+                  .with_b(dh2, d.h2)
+                  .with_c(direct ? gr->dw2 : partials + L.off[2], d.h2);
+    G.dw[2] = FGemm::shape(d.h2, d.aux)
+                  .with_a(h2, d.h2)
+                  .with_b(dout, d.aux)
+                  .with_c(direct ? gr->dw3 : partials + L.off[4], d.aux);
     G.db[0] = direct ? gr->db1 : partials + L.off[1];
     G.db[1] = direct ? gr->db2 : partials + L.off[3];
     G.db[2] = direct ? gr->db3 : partials + L.off[5];

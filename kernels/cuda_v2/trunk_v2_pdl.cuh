@@ -17,17 +17,13 @@
  * reads (reads of the parameters are the only exception), then
  * `pdl_trigger()`. Launched normally, both are no-ops. Nothing here changes
  * which arithmetic happens or its order: results are bit-identical with and
- * without it (V2_PDL=0 turns it off).
+ * without it.
  */
 #ifndef AUXTRUNK_TRUNK_V2_PDL_CUH
 #define AUXTRUNK_TRUNK_V2_PDL_CUH
 
 #include <cuda_runtime.h>
 #include <utility>
-
-#ifndef V2_PDL
-#define V2_PDL 1 /* 1: launches after the first of a call use programmatic dependent launch */
-#endif
 
 namespace v2pdl {
 
@@ -49,7 +45,7 @@ __device__ __forceinline__ void pdl_trigger()
 #endif
 }
 
-/* Launches kernel k; with pdl (and V2_PDL), as a programmatic dependent of
+/* Launches kernel k; with pdl, as a programmatic dependent of
  * the stream's previous launch. Stream capture records the dependency as a
  * programmatic graph edge. */
 template <typename... P, typename... A>
@@ -65,7 +61,7 @@ cudaError_t launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStre
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cfg.attrs = at;
-    cfg.numAttrs = V2_PDL && pdl ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);
 }
 

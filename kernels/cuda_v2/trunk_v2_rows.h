@@ -10,7 +10,7 @@
  * Same arithmetic as the tiled kernels (canonical order, bit-identical).
  * Domain: every width a multiple of 4, ENC <= 512, H1, H2, AUX <= 256, and
  * every pointer 16-byte aligned (v2_rows_*_ok); any batch. trunk_v2.cu
- * decides when to use it (batches up to V2_ROWS_MAX_BATCH).
+ * decides when to use it (batches up to its ROWS_MAX_BATCH).
  */
 #ifndef AUXTRUNK_TRUNK_V2_ROWS_H
 #define AUXTRUNK_TRUNK_V2_ROWS_H

@@ -143,7 +143,7 @@ static int32_t host_destroy(auxtrunk_handle_t *h)
         return AUXTRUNK_OK;
     if (atp_check_handle(h) != AUXTRUNK_OK)
         return AUXTRUNK_E_BAD_HANDLE;
-    h->base.magic = ATP_MAGIC_DEAD; /* a stale pointer reads as dead, not live */
+    atp_handle_base_retire(&h->base); /* a stale pointer reads as dead, not live */
     if (K->state_destroy)
         K->state_destroy(h->state);
     free(h->bwd_ws);

@@ -15,30 +15,7 @@
 /* ------------------------------------------------------------------------- */
 /* Status text                                                               */
 
-const char *atp_status_string(int32_t s)
-{
-    switch (s) {
-#define ATP_STATUS_CASE_(name, value, msg) \
-    case (value):                          \
-        return msg;
-        AUXTRUNK_STATUS_MAP(ATP_STATUS_CASE_)
-#undef ATP_STATUS_CASE_
-    }
-    return "unknown status";
-}
-
-/* "AUXTRUNK_E_BATCH" for last-error texts. */
-static const char *status_name(int32_t s)
-{
-    switch (s) {
-#define ATP_STATUS_NAME_(name, value, msg) \
-    case (value):                          \
-        return "AUXTRUNK_" #name;
-        AUXTRUNK_STATUS_MAP(ATP_STATUS_NAME_)
-#undef ATP_STATUS_NAME_
-    }
-    return "AUXTRUNK_(unknown)";
-}
+const char *atp_status_string(int32_t s) { return auxtrunk_status_message(s); }
 
 /* ------------------------------------------------------------------------- */
 /* Struct size rule (abi/auxtrunk.h, "Versioning rules")                     */
@@ -146,6 +123,11 @@ void atp_handle_base_init(atp_handle_base_t *base, const atp_dims_t *dims, uint3
     base->device = device; /* recorded_batch 0 (no record), last_error "" */
 }
 
+void atp_handle_base_retire(atp_handle_base_t *base)
+{
+    *(volatile uint32_t *)&base->magic = ATP_MAGIC_DEAD;
+}
+
 int32_t atp_check_handle(const void *h)
 {
     if (!h)
@@ -159,7 +141,7 @@ int32_t atp_fail(atp_handle_base_t *base, int32_t status, const char *fmt, ...)
 {
     if (!base)
         return status;
-    int n = snprintf(base->last_error, sizeof base->last_error, "%s: ", status_name(status));
+    int n = snprintf(base->last_error, sizeof base->last_error, "%s: ", auxtrunk_status_name(status));
     if (n < 0 || (size_t)n >= sizeof base->last_error)
         return status;
     va_list ap;

@@ -71,6 +71,11 @@ int32_t atp_config_read(const auxtrunk_config_t *config, uint32_t supported_flag
 void atp_handle_base_init(atp_handle_base_t *base, const atp_dims_t *dims, uint32_t flags,
                           int32_t device);
 
+/* Marks a handle dead just before destroy frees it, so that a stale pointer
+ * whose memory is still mapped reads as E_BAD_HANDLE. The store is volatile:
+ * a plain store right before free() is dead to the compiler, which drops it. */
+void atp_handle_base_retire(atp_handle_base_t *base);
+
 /* AUXTRUNK_OK if h is non-NULL and its magic is live, else E_NULL_POINTER /
  * E_BAD_HANDLE. Reads only the magic. */
 int32_t atp_check_handle(const void *h);

@@ -54,7 +54,7 @@ static void backward(void *state, const atp_dims_t *d, const auxtrunk_params_t *
 
 const atp_host_kernels_t atp_host_plugin_kernels = {
     .impl_name = "cpu-ref",
-    .kernel_version = "cpu-ref 1.0.0 (canon " CPU_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version = "cpu-ref " AUXTRUNK_KERNEL_VERSION " (canon " CPU_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT,
     .infer_workspace = infer_workspace,
     .backward_workspace = backward_workspace,

@@ -108,7 +108,7 @@ static void backward(void *state, const atp_dims_t *d, const auxtrunk_params_t *
 
 const atp_host_kernels_t atp_host_plugin_kernels = {
     .impl_name = "cpu-blocked",
-    .kernel_version = "cpu-blocked 1.0.0 (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version = "cpu-blocked " AUXTRUNK_KERNEL_VERSION " (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT,
     .state_create = state_create,
     .state_destroy = state_destroy,

@@ -101,7 +101,7 @@ static int32_t cuda_destroy(auxtrunk_handle_t *h)
         st = ATC_CHECK(&h->base, cudaFree(h->block));
         st = atc_device_leave(&g, &h->base, st);
     }
-    h->base.magic = ATP_MAGIC_DEAD;
+    atp_handle_base_retire(&h->base);
     free(h);
     return st;
 }

@@ -37,6 +37,8 @@ void check_numerics_fast_mode(cf_ctx_t *ctx);
 void check_stopgrad_x_unchanged(cf_ctx_t *ctx);
 void check_stopgrad_outputs_written(cf_ctx_t *ctx);
 void check_stopgrad_guard_zones(cf_ctx_t *ctx);
+void check_stopgrad_inputs_read_only(cf_ctx_t *ctx);
+void check_stopgrad_backward_inputs(cf_ctx_t *ctx);
 /* 6. determinism and exactness */
 void check_determinism_repeat(cf_ctx_t *ctx);
 void check_determinism_canonical(cf_ctx_t *ctx);
@@ -52,6 +54,12 @@ void check_cuda_stream(cf_ctx_t *ctx);
 void check_cuda_graph(cf_ctx_t *ctx);
 void check_cuda_two_streams(cf_ctx_t *ctx);
 void check_cuda_memory_space(cf_ctx_t *ctx);
+/* 11. process state */
+void check_process_fp_environment(cf_ctx_t *ctx);
+void check_process_signals(cf_ctx_t *ctx);
+void check_process_threads(cf_ctx_t *ctx);
+void check_process_mmap(cf_ctx_t *ctx);
+void check_process_stack(cf_ctx_t *ctx);
 /* 10. threads */
 void check_thread_two_handles(cf_ctx_t *ctx);
 void check_thread_handle_migration(cf_ctx_t *ctx);

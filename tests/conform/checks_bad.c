@@ -225,6 +225,14 @@ void check_bad_forward(cf_ctx_t *ctx)
             c = base, c.params = &p;
             if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count)) return;
         }
+        /* A reserved field that is not zero. */
+        for (int i = 0; i < 2; i++) {
+            auxtrunk_params_t p = s.b.params;
+            p.reserved = i ? 0x80000000u : 1u;
+            c = base, c.params = &p;
+            if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE,
+                      i ? "params.reserved 0x80000000" : "params.reserved 1", &count)) return;
+        }
         /* Batch out of [1, max_batch]. */
         const int32_t bad_b[] = {0, -1, INT32_MIN, MAXB + 1, INT32_MAX};
         for (int i = 0; i < 5; i++) {
@@ -288,6 +296,17 @@ void check_bad_backward(cf_ctx_t *ctx)
         snprintf(d, sizeof d, "params.%s NULL", pfield[i]);
         c = base, c.params = &p;
         if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count)) return;
+    }
+    /* Reserved fields that are not zero. */
+    {
+        auxtrunk_params_t p = s.b.params;
+        auxtrunk_grads_t g = s.b.grads;
+        p.reserved = 1u;
+        g.reserved = 0x100u;
+        c = base, c.params = &p;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE, "params.reserved 1", &count)) return;
+        c = base, c.grads = &g;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE, "grads.reserved 0x100", &count)) return;
     }
     const int32_t bad_b[] = {0, -1, INT32_MIN, MAXB + 1, INT32_MAX};
     for (int i = 0; i < 5; i++) {

@@ -20,6 +20,10 @@
  * runtime and driver keep host-side caches, get four times the slack over
  * fewer cycles (5 KiB per cycle). */
 #define CYCLE_HEAP_SLACK (64LL << 10)
+/* Host plugins over the second half of the cycles, after anything lazily
+ * created has been created: a leak grows the heap every cycle, so even 16
+ * bytes per handle (one malloc chunk) exceed this. */
+#define CYCLE_HEAP_SLACK_TAIL (1LL << 10)
 #define CYCLE_HEAP_SLACK_CUDA (256LL << 10)
 #define CYCLE_RSS_SLACK_KB (8LL << 10)
 #define CYCLE_DEVICE_SLACK (64LL << 20)
@@ -40,10 +44,12 @@ void check_lifecycle_cycles(cf_ctx_t *ctx)
         return;
     }
     auxtrunk_config_t cfg = cf_config(t.enc, t.h1, t.h2, t.aux, t.max_batch);
-    cf_usage_t u0, u1;
+    cf_usage_t u0, umid, u1;
     for (int i = 0; i < warm + cycles; i++) {
         if (i == warm)
             cf_usage_read(&u0, cuda);
+        if (i == warm + cycles / 2)
+            cf_usage_read(&umid, cuda);
         auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
         if (!h)
             return;
@@ -59,16 +65,24 @@ void check_lifecycle_cycles(cf_ctx_t *ctx)
     cf_usage_read(&u1, cuda);
     const int sanitized = cf_heap_sanitized();
     long long dheap = u0.heap >= 0 && !sanitized ? u1.heap - u0.heap : 0;
+    long long dtail = u0.heap >= 0 && !sanitized ? u1.heap - umid.heap : 0;
     long long drss = sanitized ? 0 : u1.rss_kb - u0.rss_kb;
     long long ddev = cuda && u0.device >= 0 && u1.device >= 0 ? u1.device - u0.device : 0;
     int dfd = u1.fds - u0.fds, dthr = u1.threads - u0.threads;
     char fig[400];
     snprintf(fig, sizeof fig, "over %d init/forward/backward/destroy cycles: heap %+lld B, RSS %+lld KiB, "
              "fds %+d, threads %+d%s", cycles, dheap, drss, dfd, dthr, cuda ? ", device " : "");
+    if (!cuda)
+        snprintf(fig + strlen(fig), sizeof fig - strlen(fig), " (heap %+lld B over the last %d)",
+                 dtail, cycles - cycles / 2);
     if (cuda)
         snprintf(fig + strlen(fig), sizeof fig - strlen(fig), "%+lld B", ddev);
     if (dheap > heap_slack)
         cf_fail(ctx, "host heap grew by %lld bytes (%lld per cycle) %s", dheap, dheap / cycles, fig);
+    else if (!cuda && dtail > CYCLE_HEAP_SLACK_TAIL)
+        cf_fail(ctx, "host heap grew by %lld bytes over the last %d cycles (%lld per cycle; "
+                "limit %lld): a small leak per handle %s", dtail, cycles - cycles / 2,
+                dtail / (cycles - cycles / 2), CYCLE_HEAP_SLACK_TAIL, fig);
     else if (drss > CYCLE_RSS_SLACK_KB)
         cf_fail(ctx, "resident memory grew by %lld KiB %s", drss, fig);
     else if (dfd > 0)
@@ -95,6 +109,13 @@ void check_lifecycle_unused_handle(cf_ctx_t *ctx)
     auxtrunk_handle_t *h = cf_init(ctx, &ctx->pl, &cfg);
     if (!h)
         return;
+    cf_stage(ctx, "last_error of a fresh handle");
+    const char *le = a->last_error(h);
+    if (!le || le[0]) {
+        cf_fail(ctx, "last_error of a fresh handle is %s%s%s, expected \"\" (never NULL)",
+                le ? "\"" : "NULL", le ? le : "", le ? "\"" : "");
+        return;
+    }
     cf_stage(ctx, "destroy of a handle never used");
     if (cf_expect_status(ctx, a->destroy(h), AUXTRUNK_OK, "destroy of a never-used handle"))
         return;
@@ -144,6 +165,49 @@ void check_lifecycle_two_handles(cf_ctx_t *ctx)
 /* ------------------------------------------------------------------------- */
 /* lifecycle.no_forward                                                      */
 
+/* A forward that must fail, one kind of failure each. */
+typedef struct failed_forward {
+    const char *what;
+    const auxtrunk_params_t *params;
+    const float *x;
+    float *out;
+    int32_t batch;
+    uint32_t flags;
+    int32_t want;
+} failed_forward_t;
+
+/* The k-th kind for setup s (max_batch 16) into *f; returns how many kinds
+ * there are. Batches are 5 where the batch is not the failure, so that a
+ * record taken by mistake differs from the good forward's 12. */
+static int failed_forward_kinds(const cf_setup_t *s, failed_forward_t *f, int k)
+{
+    static auxtrunk_params_t no_w2, small, reserved;
+    no_w2 = s->b.params, no_w2.w2 = NULL;
+    small = s->b.params, small.struct_size = 8;
+    reserved = s->b.params, reserved.reserved = 1;
+    const auxtrunk_params_t *P = &s->b.params;
+    float *x = s->b.x.p, *out = s->b.out.p;
+    const failed_forward_t all[] = {
+        {"params NULL", NULL, x, out, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"x NULL", P, NULL, out, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"out NULL", P, x, NULL, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"params.w2 NULL", &no_w2, x, out, 5, 0, AUXTRUNK_E_NULL_POINTER},
+        {"params.struct_size 8", &small, x, out, 5, 0, AUXTRUNK_E_STRUCT_SIZE},
+        {"params.reserved 1", &reserved, x, out, 5, 0, AUXTRUNK_E_STRUCT_SIZE},
+        {"flags 0x80", P, x, out, 5, 0x80u, AUXTRUNK_E_FLAGS},
+        {"batch 0", P, x, out, 0, 0, AUXTRUNK_E_BATCH},
+        {"batch 17 > max_batch 16", P, x, out, 17, 0, AUXTRUNK_E_BATCH},
+        {"out == x", P, x, x, 5, 0, AUXTRUNK_E_ALIAS},
+        {"out overlapping W1", P, x, (float *)s->b.p[0].p + 1, 5, 0, AUXTRUNK_E_ALIAS},
+        /* CUDA plugins only: a host pointer as x. */
+        {"x in host memory", P, s->in.x, out, 5, 0, AUXTRUNK_E_MEMORY_SPACE},
+    };
+    const int n = (int)(sizeof all / sizeof all[0]) - (s->b.space == CF_SPACE_CUDA ? 0 : 1);
+    if (f)
+        *f = all[k];
+    return n;
+}
+
 void check_lifecycle_no_forward(cf_ctx_t *ctx)
 {
     const cf_plugin_t *pl = &ctx->pl;
@@ -171,20 +235,53 @@ void check_lifecycle_no_forward(cf_ctx_t *ctx)
     rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL);
     if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, what) || cf_watch_end(ctx, &w, what))
         return;
-    /* Neither does a forward that failed. */
-    rc = a->forward(s.h, &s.b.params, s.b.x.p, 17, s.b.out.p, 0, NULL);
-    if (cf_expect_status(ctx, rc, AUXTRUNK_E_BATCH, "forward with batch 17 > max_batch 16"))
-        return;
-    what = "backward after only a failed forward";
-    cf_stage(ctx, "%s", what);
-    if (cf_watch_begin(ctx, &w, &s.b))
-        return;
-    rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL);
-    if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, what) || cf_watch_end(ctx, &w, what))
-        return;
-    /* And then a real forward makes backward work. */
+    /* Neither does a forward that failed, whatever made it fail. */
+    const int kinds = failed_forward_kinds(&s, NULL, 0);
+    for (int k = 0; k < kinds; k++) {
+        failed_forward_t f;
+        failed_forward_kinds(&s, &f, k);
+        char fwd[160], bwd[200];
+        snprintf(fwd, sizeof fwd, "forward with %s", f.what);
+        snprintf(bwd, sizeof bwd, "backward after only a failed forward (%s)", f.what);
+        cf_stage(ctx, "%s", fwd);
+        rc = a->forward(s.h, f.params, f.x, f.batch, f.out, f.flags, NULL);
+        if (cf_expect_status(ctx, rc, f.want, fwd))
+            return;
+        cf_stage(ctx, "%s", bwd);
+        if (cf_watch_begin(ctx, &w, &s.b))
+            return;
+        rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, f.batch >= 1 && f.batch <= 16 ? f.batch : n,
+                         &s.b.grads, 0, NULL);
+        if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, bwd) || cf_watch_end(ctx, &w, bwd))
+            return;
+    }
+    /* And then a real forward makes backward work; a failed forward of
+     * another batch changes nothing of its record. */
     if (cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
         return;
+    for (int k = 0; k < kinds; k++) {
+        failed_forward_t f;
+        failed_forward_kinds(&s, &f, k);
+        if (f.batch == n || f.batch < 1 || f.batch > 16)
+            continue;
+        char fwd[160], bwd[240];
+        snprintf(fwd, sizeof fwd, "forward with %s", f.what);
+        snprintf(bwd, sizeof bwd, "backward(B=%d) after a forward(B=%d) and a failed forward with %s",
+                 f.batch, n, f.what);
+        rc = a->forward(s.h, f.params, f.x, f.batch, f.out, f.flags, NULL);
+        if (cf_expect_status(ctx, rc, f.want, fwd))
+            return;
+        cf_stage(ctx, "%s", bwd);
+        if (cf_watch_begin(ctx, &w, &s.b))
+            return;
+        rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, f.batch, &s.b.grads, 0, NULL);
+        if (cf_expect_status(ctx, rc, AUXTRUNK_E_BATCH_MISMATCH, bwd) || cf_watch_end(ctx, &w, bwd))
+            return;
+        if (cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
+            return;
+    }
+    cf_pass_detail(ctx, "fresh handle, after only an infer, after failed forwards of %d kinds: "
+                   "E_NO_FORWARD; failed forwards leave an earlier record as it was", kinds);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -245,11 +342,61 @@ void check_lifecycle_not_a_handle(cf_ctx_t *ctx)
 /* ------------------------------------------------------------------------- */
 /* lifecycle.after_destroy                                                   */
 
+/* destroy runs with the runner's free() quarantining, so the handle's memory
+ * stays allocated with whatever destroy left in it: calls on it are then
+ * safe, and the documented E_BAD_HANDLE is what they must return. */
 void check_lifecycle_after_destroy(cf_ctx_t *ctx)
 {
-    cf_skip(ctx, "not probed: destroy frees the handle, so any later call on it is undefined "
-            "behaviour for the host; E_BAD_HANDLE is probed with a runner-owned non-handle "
-            "block instead (lifecycle.not_a_handle)");
+    const cf_plugin_t *pl = &ctx->pl;
+    const auxtrunk_api_t *a = &pl->api;
+    if (!cf_alloc_supported()) {
+        cf_skip(ctx, "this runner cannot quarantine freed memory (not glibc, or a sanitizer "
+                "build, whose own quarantine reports the use after free)");
+        return;
+    }
+    cf_setup_t s;
+    const int n = 6;
+    if (cf_setup_make(ctx, pl, &s, (cf_topo_t){5, 4, 3, 2, 8}, n) ||
+        cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
+        return;
+    cf_stage(ctx, "destroy, with freed memory quarantined");
+    cf_quarantine_begin();
+    int32_t rc = a->destroy(s.h);
+    int kept = cf_quarantine_end();
+    if (cf_expect_status(ctx, rc, AUXTRUNK_OK, "destroy"))
+        return;
+    if (kept <= 0) {
+        cf_skip(ctx, kept < 0 ? "destroy freed more blocks than the quarantine holds"
+                              : "destroy freed nothing through free(): the handle's memory "
+                                "cannot be kept for the probe");
+        return;
+    }
+    static const char *const names[5] = {"forward", "infer", "backward", "memory_usage", "destroy"};
+    for (int call = 0; call < 5; call++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s on a destroyed handle", names[call]);
+        cf_stage(ctx, "%s", what);
+        cf_watch_t w;
+        if (cf_watch_begin(ctx, &w, &s.b))
+            return;
+        auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
+        rc = call == 0 ? a->forward(s.h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+           : call == 1 ? a->infer(s.h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+           : call == 2 ? a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL)
+           : call == 3 ? a->memory_usage(s.h, &mem)
+                       : a->destroy(s.h);
+        if (rc == AUXTRUNK_OK) {
+            cf_fail(ctx, "%s returned AUXTRUNK_OK: destroy left the handle looking live (its "
+                    "dead marker was not stored, e.g. a plain store the compiler dropped "
+                    "before free())", what);
+            return;
+        }
+        if (cf_expect_status(ctx, rc, AUXTRUNK_E_BAD_HANDLE, what) || cf_watch_end(ctx, &w, what))
+            return;
+    }
+    cf_quarantine_release();
+    cf_pass_detail(ctx, "forward, infer, backward, memory_usage and destroy on a destroyed handle "
+                   "(%d freed blocks quarantined): E_BAD_HANDLE, nothing written", kept);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -275,6 +422,16 @@ void check_lifecycle_memory_usage(cf_ctx_t *ctx)
     }
     if (pl->space == CF_SPACE_HOST && m.device_bytes != 0) {
         cf_fail(ctx, "a host-memory plugin reports %llu device bytes", (unsigned long long)m.device_bytes);
+        return;
+    }
+    /* The record forward keeps for backward (h1 and h2 for max_batch rows)
+     * lives in the plugin's memory space. */
+    const uint64_t record = 4ull * (uint64_t)cfg.max_batch * (uint64_t)(cfg.h1 + cfg.h2);
+    const uint64_t in_space = pl->space == CF_SPACE_HOST ? m.host_bytes : m.device_bytes;
+    if (in_space < record) {
+        cf_fail(ctx, "memory_usage reports %llu %s bytes, less than the record alone (h1 and h2 "
+                "for max_batch rows: %llu bytes)", (unsigned long long)in_space,
+                pl->space == CF_SPACE_HOST ? "host" : "device", (unsigned long long)record);
         return;
     }
     if (cf_expect_status(ctx, a->memory_usage(h, NULL), AUXTRUNK_E_NULL_POINTER,

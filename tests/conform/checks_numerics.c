@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auxtrunk_canon.h"
 #include "canon32.h"
 #include "checks.h"
 #include "device.h"
@@ -456,6 +457,179 @@ void check_stopgrad_x_unchanged(cf_ctx_t *ctx)
                    "infer, backward and backward(ACCUMULATE)");
 }
 
+/* Host structs the plugin reads during init and the entry, each in a
+ * read-only page flush against a PROT_NONE one. */
+static int ro_structs(cf_ctx_t *ctx, const cf_plugin_t *pl)
+{
+    cf_pages_t cfg_pg, host_pg;
+    const auxtrunk_config_t cfg = cf_config(12, 10, 8, 6, 64);
+    const auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0), 0};
+    if (cf_pages_alloc(&cfg_pg, "the config", sizeof cfg, 1, 1) ||
+        cf_pages_alloc(&host_pg, "the host info", sizeof host, 1, 1))
+        return cf_fail(ctx, "runner: mmap failed");
+    memcpy(cfg_pg.p, &cfg, sizeof cfg);
+    memcpy(host_pg.p, &host, sizeof host);
+    cf_pages_protect(&cfg_pg, 0);
+    cf_pages_protect(&host_pg, 0);
+    cf_pages_t *const pgs[2] = {&cfg_pg, &host_pg};
+    cf_pages_watch(ctx, pgs, 2);
+    cf_stage(ctx, "init with its const config in a read-only page");
+    cf_pages_call("init");
+    auxtrunk_handle_t *h = NULL;
+    int32_t rc = pl->api.init((const auxtrunk_config_t *)cfg_pg.p, &h);
+    cf_stage(ctx, "the entry with its const host info in a read-only page");
+    cf_pages_call("the entry");
+    auxtrunk_api_t api;
+    memset(&api, 0, sizeof api);
+    api.struct_size = sizeof api;
+    int32_t erc = pl->entry((const auxtrunk_host_info_t *)host_pg.p, &api);
+    cf_pages_unwatch();
+    if (cf_expect_status(ctx, rc, AUXTRUNK_OK, "init with its config in a read-only page") ||
+        cf_expect_status(ctx, erc, AUXTRUNK_OK, "the entry with its host info in a read-only page"))
+        return -1;
+    pl->api.destroy(h);
+    cf_pages_free(&cfg_pg);
+    cf_pages_free(&host_pg);
+    return 0;
+}
+
+/* One round of forward, infer and backward with x, dout and the six
+ * parameters in read-only pages, flush against the PROT_NONE page after
+ * (at_end) or before them. */
+static int ro_inputs(cf_ctx_t *ctx, const cf_plugin_t *pl, int at_end)
+{
+    const int B = 37;
+    problem_t p;
+    cf_ref_t r;
+    if (problem_make(ctx, pl, &p, sg_topo, B, 0) || cf_ref_make(&r, &p.in))
+        return -1;
+    cf_pages_t pg[2 + CF_NPARAM];
+    const float *src[2 + CF_NPARAM] = {p.in.x, p.in.dout};
+    size_t n[2 + CF_NPARAM] = {(size_t)B * sg_topo.enc, (size_t)B * sg_topo.aux};
+    const char *names[2 + CF_NPARAM] = {"x", "dout"};
+    for (int i = 0; i < CF_NPARAM; i++) {
+        src[2 + i] = p.in.p[i];
+        n[2 + i] = cf_param_len(p.in.d, i);
+        names[2 + i] = cf_param_names[i];
+    }
+    cf_pages_t *pgs[2 + CF_NPARAM];
+    for (int i = 0; i < 2 + CF_NPARAM; i++) {
+        if (cf_pages_alloc(&pg[i], names[i], n[i] * 4, 4, at_end))
+            return cf_fail(ctx, "runner: mmap failed");
+        memcpy(pg[i].p, src[i], n[i] * 4);
+        cf_pages_protect(&pg[i], 0);
+        pgs[i] = &pg[i];
+    }
+    const float *x = (const float *)pg[0].p, *dout = (const float *)pg[1].p;
+    const auxtrunk_params_t params = {sizeof params, 0, (const float *)pg[2].p, (const float *)pg[3].p,
+                                      (const float *)pg[4].p, (const float *)pg[5].p,
+                                      (const float *)pg[6].p, (const float *)pg[7].p};
+    auxtrunk_config_t cfg = cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
+    auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
+    if (!h)
+        return -1;
+    const auxtrunk_api_t *a = &pl->api;
+    const char *where = at_end ? "flush against a PROT_NONE page after them"
+                               : "flush against a PROT_NONE page before them";
+    cf_pages_watch(ctx, pgs, 2 + CF_NPARAM);
+    for (int c = 0; c < 4; c++) {
+        char call[64];
+        snprintf(call, sizeof call, "%s(B=%d)", sg_calls[c].name, B);
+        cf_stage(ctx, "%s with x, dout and the parameters in read-only pages %s", call, where);
+        cf_pages_call(call);
+        int32_t rc = c == 0 ? a->forward(h, &params, x, B, p.b.out.p, 0, NULL)
+                   : c == 1 ? a->infer(h, &params, x, B, p.b.out.p, 0, NULL)
+                            : a->backward(h, &params, x, dout, B, &p.b.grads,
+                                          c == 3 ? AUXTRUNK_BACKWARD_ACCUMULATE : 0, NULL);
+        if (rc != AUXTRUNK_OK) {
+            cf_pages_unwatch();
+            return cf_fail(ctx, "%s with inputs in read-only pages returned %s", call,
+                           cf_status_name(rc));
+        }
+        if (c == 3)
+            break;
+        if (cf_bufs_fetch(&p.b, &p.o, c < 2, c == 2))
+            return cf_fail(ctx, "runner: cannot read results");
+        char what[160];
+        snprintf(what, sizeof what, "%s with inputs in read-only pages", call);
+        if (cf_expect_close_all(ctx, what, &p.in, &p.o, &r, c < 2, c == 2, CF_TOL, NULL))
+            return -1;
+    }
+    cf_pages_unwatch();
+    a->destroy(h);
+    for (int i = 0; i < 2 + CF_NPARAM; i++)
+        cf_pages_free(&pg[i]);
+    problem_free(&p);
+    cf_ref_free(&r);
+    return 0;
+}
+
+void check_stopgrad_inputs_read_only(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    if (ro_structs(ctx, pl))
+        return;
+    if (pl->space != CF_SPACE_HOST) {
+        cf_pass_detail(ctx, "config and host info in read-only pages (x, dout and the parameters "
+                       "are device memory: see stopgrad.x_unchanged)");
+        return;
+    }
+    if (ro_inputs(ctx, pl, 1) || ro_inputs(ctx, pl, 0))
+        return;
+    cf_pass_detail(ctx, "config, host info, x, dout and the parameters in read-only pages, each "
+                   "against a PROT_NONE page after it and then before it");
+}
+
+/* backward's x and params are its own arguments: given equal copies in
+ * other buffers, with the forward's buffers poisoned, it gives the same
+ * gradients. */
+void check_stopgrad_backward_inputs(cf_ctx_t *ctx)
+{
+    const cf_plugin_t *pl = &ctx->pl;
+    const int B = 37;
+    cf_setup_t s;
+    cf_ref_t r;
+    cf_bufs_t copy;
+    cf_outputs_t want;
+    if (cf_setup_make(ctx, pl, &s, sg_topo, B) || cf_ref_make(&r, &s.in) ||
+        cf_outputs_make(&want, &s.in))
+        return;
+    if (cf_bufs_make(&copy, pl->space, &s.in, 4)) {
+        cf_fail(ctx, "runner: cannot allocate plugin buffers: %s", cfd_error());
+        return;
+    }
+    if (cf_forward(ctx, pl, s.h, &s.b, B, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, B, 0, &want, NULL))
+        return;
+    /* The forward's own x and parameters now hold NaN. */
+    if (cf_buf_fill(&s.b.x, CF_POISON_NAN)) {
+        cf_fail(ctx, "runner: cannot poison x: %s", cfd_error());
+        return;
+    }
+    for (int i = 0; i < CF_NPARAM; i++)
+        if (cf_buf_fill(&s.b.p[i], CF_POISON_NAN)) {
+            cf_fail(ctx, "runner: cannot poison %s: %s", cf_param_names[i], cfd_error());
+            return;
+        }
+    const char *what = "backward given equal copies of x and the parameters in other buffers "
+                       "(the forward's own poisoned with NaN)";
+    cf_stage(ctx, "%s", what);
+    int32_t rc = pl->api.backward(s.h, &copy.params, copy.x.p, copy.dout.p, B, &copy.grads, 0, NULL);
+    if (cf_expect_status(ctx, rc, AUXTRUNK_OK, what) || cf_plugin_wait(ctx, pl, "backward"))
+        return;
+    if (cf_bufs_fetch(&copy, &s.o, 0, 1)) {
+        cf_fail(ctx, "runner: cannot read results: %s", cfd_error());
+        return;
+    }
+    if (cf_expect_close_all(ctx, what, &s.in, &s.o, &r, 0, 1, CF_TOL, NULL))
+        return;
+    if (claims(pl, AUXTRUNK_CAP_DETERMINISTIC) &&
+        cf_expect_same_all(ctx, "DETERMINISTIC: backward on the copies vs on the forward's buffers",
+                           &s.in, &s.o, &want, 0, 1))
+        return;
+    pl->api.destroy(s.h);
+    cf_pass_detail(ctx, "backward reads x and the parameters through its own arguments");
+}
+
 void check_stopgrad_outputs_written(cf_ctx_t *ctx)
 {
     const cf_plugin_t *pl = &ctx->pl;
@@ -602,16 +776,37 @@ void check_determinism_repeat(cf_ctx_t *ctx)
 /* determinism.canonical / determinism.exact                                 */
 
 /* Problems of the exactness checks: chunk-crossing batches (1, 2 and 4
- * chunks of 256), degenerate widths and the production topology. */
-static const struct {
+ * chunks of 256), degenerate widths and the production topology (at a
+ * larger batch too, where a plugin might switch to another path: for
+ * determinism.canonical only, which holds every exact plugin to canon32). */
+typedef struct exact_case {
     cf_topo_t t;
     int batch;
-} exact_cases[] = {
-    {{3, 5, 7, 2, 769}, 1},     {{3, 5, 7, 2, 769}, 257},  {{3, 5, 7, 2, 769}, 769},
-    {{17, 33, 9, 5, 523}, 523}, {{1, 1, 1, 1, 64}, 64},    {{256, 256, 256, 128, 37}, 37},
-};
-#define N_EXACT_CASES (sizeof exact_cases / sizeof exact_cases[0])
+    int canonical_only;
+} exact_case_t;
 
+static const exact_case_t exact_fixed[] = {
+    {{3, 5, 7, 2, 769}, 1, 0},     {{3, 5, 7, 2, 769}, 257, 0},  {{3, 5, 7, 2, 769}, 769, 0},
+    {{17, 33, 9, 5, 523}, 523, 0}, {{1, 1, 1, 1, 64}, 64, 0},    {{256, 256, 256, 128, 37}, 37, 0},
+    {{256, 256, 256, 128, 513}, 513, 1},
+};
+#define N_EXACT_FIXED (sizeof exact_fixed / sizeof exact_fixed[0])
+/* And every shape of the batch tree up to EXACT_MAX_CHUNKS chunks, then 33:
+ * the tree's shape depends only on the number of chunks. Each third count
+ * has only full chunks, the others end in a partial chunk of an odd size. */
+#define EXACT_MAX_CHUNKS 17
+#define N_EXACT_CASES (N_EXACT_FIXED + EXACT_MAX_CHUNKS + 1)
+
+static exact_case_t exact_case(size_t i)
+{
+    if (i < N_EXACT_FIXED)
+        return exact_fixed[i];
+    const int nc = i < N_EXACT_FIXED + EXACT_MAX_CHUNKS ? (int)(i - N_EXACT_FIXED) + 1 : 33;
+    const int C = AUXTRUNK_CANON_CHUNK;
+    const int B = nc % 3 == 0 ? nc * C : (nc - 1) * C + 1 + 2 * ((nc * 37) % (C / 2));
+    exact_case_t c = {{2, 3, 2, 2, B}, B, 0};
+    return c;
+}
 /* Runs forward, backward and backward(ACCUMULATE onto g0) on pl, into o
  * (out, overwrite gradients) and acc (accumulated gradients). */
 static int exact_run(cf_ctx_t *ctx, const cf_plugin_t *pl, const cf_inputs_t *in, float *const *g0,
@@ -657,8 +852,9 @@ void check_determinism_canonical(cf_ctx_t *ctx)
     for (size_t c = 0; c < N_EXACT_CASES; c++) {
         cf_inputs_t in;
         cf_outputs_t got, acc, want;
-        const cf_topo_t t = exact_cases[c].t;
-        const int B = exact_cases[c].batch;
+        const exact_case_t ec = exact_case(c);
+        const cf_topo_t t = ec.t;
+        const int B = ec.batch;
         if (cf_inputs_make(&in, &ctx->rng, t, B) || cf_outputs_make(&got, &in) ||
             cf_outputs_make(&acc, &in) || cf_outputs_make(&want, &in)) {
             cf_fail(ctx, "runner: out of host memory");
@@ -687,8 +883,9 @@ void check_determinism_canonical(cf_ctx_t *ctx)
         if (cf_expect_same_all(ctx, what, &in, &acc, &want, 0, 1))
             return;
     }
-    cf_pass_detail(ctx, "%zu problems bit-identical to auxtrunk_canon.h's order (canon %d)",
-                   N_EXACT_CASES, 1);
+    cf_pass_detail(ctx, "%zu problems (batch trees of 1 to %d chunks and 33, production at B = 37 "
+                   "and 513) bit-identical to auxtrunk_canon.h's order (canon %d)", N_EXACT_CASES,
+                   EXACT_MAX_CHUNKS, AUXTRUNK_CANON_VERSION);
 }
 
 void check_determinism_exact(cf_ctx_t *ctx)
@@ -704,17 +901,23 @@ void check_determinism_exact(cf_ctx_t *ctx)
         cf_skip(ctx, "reference plugin %s does not claim EXACT", ctx->ref.api.impl_name);
         return;
     }
+    int n_run = (int)N_EXACT_CASES;
     for (size_t c = 0; c < N_EXACT_CASES; c++) {
         cf_inputs_t in;
         cf_outputs_t got, acc, want, wacc;
-        const cf_topo_t t = exact_cases[c].t;
-        const int B = exact_cases[c].batch;
+        const exact_case_t ec = exact_case(c);
+        const cf_topo_t t = ec.t;
+        const int B = ec.batch;
         if (cf_inputs_make(&in, &ctx->rng, t, B) || cf_outputs_make(&got, &in) ||
             cf_outputs_make(&acc, &in) || cf_outputs_make(&want, &in) || cf_outputs_make(&wacc, &in)) {
             cf_fail(ctx, "runner: out of host memory");
             return;
         }
         float **g0 = random_grads(ctx, &in);
+        if (ec.canonical_only) {
+            n_run--;
+            continue;
+        }
         if (exact_run(ctx, pl, &in, g0, &got, &acc) || exact_run(ctx, &ctx->ref, &in, g0, &want, &wacc))
             return;
         char what[160];
@@ -727,8 +930,8 @@ void check_determinism_exact(cf_ctx_t *ctx)
         if (cf_expect_same_all(ctx, what, &in, &acc, &wacc, 0, 1))
             return;
     }
-    cf_pass_detail(ctx, "%zu problems bit-identical to %s (%s)", N_EXACT_CASES, ctx->ref.api.impl_name,
-                   ctx->ref.api.kernel_version);
+    cf_pass_detail(ctx, "%d problems (batch trees of 1 to %d chunks and 33) bit-identical to %s "
+                   "(%s)", n_run, EXACT_MAX_CHUNKS, ctx->ref.api.impl_name, ctx->ref.api.kernel_version);
 }
 
 /* ------------------------------------------------------------------------- */

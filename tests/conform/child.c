@@ -5,7 +5,6 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +16,9 @@
 
 #include "conform.h"
 #include "device.h"
+
+#define AUXTRUNK_LOADER_IMPLEMENTATION
+#include "auxtrunk_loader.h"
 
 /* ------------------------------------------------------------------------- */
 /* Verdicts and messages to the parent                                       */
@@ -136,7 +138,10 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd)
         char why[512];
         cf_stage(&ctx, "loading the plugin");
         if (cf_plugin_load(&ctx.pl, opt->plugin, why, sizeof why) != 0) {
-            cf_fail(&ctx, "cannot load the plugin: %s", why);
+            if (c->needs & CF_LOAD_VERDICT)
+                cf_fail(&ctx, "cannot load the plugin: %s", why);
+            else
+                cf_skip(&ctx, "plugin not loadable (load.table fails for it): %s", why);
             goto out;
         }
     }
@@ -166,19 +171,12 @@ out:;
 /* ------------------------------------------------------------------------- */
 /* Status and capability names                                               */
 
-#define CF_STATUS_NAME_ROW_(name, value, msg) {value, "AUXTRUNK_" #name},
-static const struct {
-    int32_t value;
-    const char *name;
-} cf_status_names[] = {AUXTRUNK_STATUS_MAP(CF_STATUS_NAME_ROW_)};
-#undef CF_STATUS_NAME_ROW_
-
 const char *cf_status_name(int32_t s)
 {
     static _Thread_local char buf[64];
-    for (size_t i = 0; i < sizeof cf_status_names / sizeof cf_status_names[0]; i++)
-        if (cf_status_names[i].value == s)
-            return cf_status_names[i].name;
+    const char *name = auxtrunk_status_name(s);
+    if (strcmp(name, "AUXTRUNK_(unknown)") != 0)
+        return name;
     snprintf(buf, sizeof buf, "unknown status %d", (int)s);
     return buf;
 }
@@ -213,66 +211,53 @@ const char *cf_caps_text(uint64_t caps, char *buf, size_t n)
 /* ------------------------------------------------------------------------- */
 /* Loading                                                                   */
 
+/* The loader's checks (auxtrunk_loader.h: permissions, ELF, dlopen, entry),
+ * with path always a file, never a name for the search path. */
+static int open_file(auxtrunk_plugin_t *so, const char *path, char *why, size_t why_len)
+{
+    char file[AUXTRUNK_LOAD_PATH_MAX];
+    snprintf(file, sizeof file, "%s%s", strchr(path, '/') ? "" : "./", path);
+    return auxtrunk_plugin_open(so, file, NULL, why, why_len) == AUXTRUNK_LOAD_OK ? 0 : -1;
+}
+
 int cf_plugin_open(cf_plugin_t *pl, const char *path, char *why, size_t why_len)
 {
     memset(pl, 0, sizeof *pl);
     pl->path = path;
-    dlerror();
-    pl->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!pl->dl) {
-        const char *e = dlerror();
-        snprintf(why, why_len, "dlopen(RTLD_NOW | RTLD_LOCAL) failed: %s", e ? e : "?");
+    auxtrunk_plugin_t so;
+    if (open_file(&so, path, why, why_len) != 0)
         return -1;
-    }
-    void *sym = dlsym(pl->dl, AUXTRUNK_ENTRY_SYMBOL);
-    if (!sym) {
-        snprintf(why, why_len, "no symbol %s", AUXTRUNK_ENTRY_SYMBOL);
-        return -1;
-    }
-    memcpy(&pl->entry, &sym, sizeof sym); /* object pointer to function pointer */
+    pl->dl = so.lib;
+    pl->entry = so.entry;
     return 0;
 }
 
 int cf_plugin_load(cf_plugin_t *pl, const char *path, char *why, size_t why_len)
 {
-    if (cf_plugin_open(pl, path, why, why_len) != 0)
+    memset(pl, 0, sizeof *pl);
+    pl->path = path;
+    auxtrunk_plugin_t so;
+    if (open_file(&so, path, why, why_len) != 0)
         return -1;
-    auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0), 0};
-    memset(&pl->api, 0, sizeof pl->api);
-    pl->api.struct_size = sizeof pl->api;
-    int32_t rc = pl->entry(&host, &pl->api);
-    if (rc != AUXTRUNK_OK) {
-        snprintf(why, why_len, "%s() for host range [1.0, 1.0] returned %s", AUXTRUNK_ENTRY_SYMBOL,
-                 cf_status_name(rc));
-        return -1;
-    }
-    const auxtrunk_api_t *a = &pl->api;
-    if (a->abi_version != AUXTRUNK_VERSION(1, 0)) {
-        snprintf(why, why_len, "negotiated ABI %u.%u for host range [1.0, 1.0]",
-                 AUXTRUNK_VERSION_MAJOR_OF(a->abi_version), AUXTRUNK_VERSION_MINOR_OF(a->abi_version));
+    /* The loader's table checks, for host range [1.0, 1.0]. */
+    if (auxtrunk_plugin_negotiate(&so, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0), why,
+                                  why_len) != AUXTRUNK_LOAD_OK) {
+        auxtrunk_plugin_unload(&so);
         return -1;
     }
-    if (a->struct_size != AUXTRUNK_API_SIZE_1_0) {
-        snprintf(why, why_len, "api.struct_size is %u, expected %u", a->struct_size,
-                 AUXTRUNK_API_SIZE_1_0);
-        return -1;
-    }
-    const char *missing = !a->status_string ? "status_string" : !a->init ? "init"
-                        : !a->destroy ? "destroy" : !a->forward ? "forward" : !a->infer ? "infer"
-                        : !a->backward ? "backward" : !a->memory_usage ? "memory_usage"
-                        : !a->last_error ? "last_error" : !a->impl_name ? "impl_name"
-                        : !a->kernel_version ? "kernel_version" : NULL;
-    if (missing) {
-        snprintf(why, why_len, "api.%s is NULL", missing);
-        return -1;
-    }
-    int host_mem = (a->caps & AUXTRUNK_CAP_MEM_HOST) != 0, cuda_mem = (a->caps & AUXTRUNK_CAP_MEM_CUDA) != 0;
-    if (host_mem == cuda_mem) {
-        snprintf(why, why_len, "caps must have exactly one of MEM_HOST and MEM_CUDA (caps 0x%llx)",
-                 (unsigned long long)a->caps);
-        return -1;
-    }
-    pl->space = cuda_mem ? CF_SPACE_CUDA : CF_SPACE_HOST;
+    pl->dl = so.lib;
+    pl->entry = so.entry;
+    pl->api = so.api;
+    pl->space = so.space == AUXTRUNK_CAP_MEM_CUDA ? CF_SPACE_CUDA : CF_SPACE_HOST;
+    return 0;
+}
+
+int cf_load_or_skip(cf_ctx_t *ctx, cf_plugin_t *pl)
+{
+    char why[512];
+    cf_stage(ctx, "loading the plugin");
+    if (cf_plugin_load(pl, ctx->opt->plugin, why, sizeof why) != 0)
+        return cf_skip(ctx, "plugin not loadable (load.table fails for it): %s", why);
     return 0;
 }
 

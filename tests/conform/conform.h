@@ -26,10 +26,11 @@
 #include <stdint.h>
 
 #include "auxtrunk.h"
+#include "auxtrunk_version.h"
 #include "ref64.h"
 #include "rng.h"
 
-#define CONFORM_VERSION "1.0.0"
+#define CONFORM_VERSION AUXTRUNK_PROJECT_VERSION
 
 /* ------------------------------------------------------------------------- */
 /* Options (parent) and checks                                               */
@@ -48,6 +49,9 @@ enum { CF_PASS = 0, CF_FAIL = 1, CF_SKIP = 2 };
 #define CF_LOADED 1u     /* plugin loaded and negotiated at 1.0 (ctx->pl) */
 #define CF_MEMORY 3u     /* loaded, and its memory space usable (CUDA set up) */
 #define CF_CUDA_ONLY 7u  /* CF_MEMORY, and skipped for host-memory plugins */
+/* With CF_LOADED: the one check that fails when the plugin cannot be loaded
+ * and negotiated; every other check that needs the plugin is then skipped. */
+#define CF_LOAD_VERDICT 8u
 
 typedef struct cf_ctx cf_ctx_t;
 
@@ -105,11 +109,18 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd);
 /* ------------------------------------------------------------------------- */
 /* Plugin loading and status names (plugin.c)                                */
 
-/* dlopen(RTLD_NOW | RTLD_LOCAL) and resolve the entry only. Returns 0, or -1
- * with a reason in why. */
+/* auxtrunk_plugin_open (abi/auxtrunk_loader.h: permission and ELF checks,
+ * dlopen(RTLD_NOW | RTLD_LOCAL), the entry) only. Returns 0, or -1 with a
+ * reason in why. */
 int cf_plugin_open(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
-/* cf_plugin_open, then negotiate [1.0, 1.0] and sanity-check the table. */
+/* cf_plugin_open, then auxtrunk_plugin_negotiate over [1.0, 1.0] (the
+ * loader's table checks). */
 int cf_plugin_load(cf_plugin_t *pl, const char *path, char *why, size_t why_len);
+/* For checks that load the plugin themselves (CF_RAW): cf_plugin_load into
+ * pl, or a skip naming why (load.table fails for it). Returns 0 or -1. */
+int cf_load_or_skip(cf_ctx_t *ctx, cf_plugin_t *pl);
+/* The name of the first field in which two API tables differ, or NULL. */
+const char *cf_api_diff(const auxtrunk_api_t *a, const auxtrunk_api_t *b);
 /* Loads opt->reference into ctx->ref. Returns 0, or -1 after cf_skip/cf_fail. */
 int cf_load_reference(cf_ctx_t *ctx);
 /* "AUXTRUNK_E_BATCH (-5)" and the like; static storage for known ones. */
@@ -158,6 +169,32 @@ int cf_buf_diff(const cf_buf_t *b, const unsigned char *snap, long long *where);
 /* Checks the guard zones: 1 if a guard byte changed (*where as above), 0 if
  * intact, -1 on a transfer error. */
 int cf_buf_guards(const cf_buf_t *b, long long *where);
+
+/* ------------------------------------------------------------------------- */
+/* Host inputs in read-only pages against PROT_NONE pages (pages.c)          */
+
+typedef struct cf_pages {
+    const char *name;      /* "x", "W1", "the config": for fault reasons */
+    size_t unit;           /* 4 for floats, 1 for structs */
+    unsigned char *map;    /* whole mapping: PROT_NONE, data pages, PROT_NONE */
+    size_t map_len;
+    unsigned char *data;   /* the data pages */
+    size_t data_len;
+    unsigned char *p;      /* the payload, flush against the end or start of data */
+    size_t bytes;
+} cf_pages_t;
+
+/* bytes of payload; at_end: flush against the PROT_NONE page after it, else
+ * against the one before. Writable until cf_pages_protect(pg, 0). */
+int cf_pages_alloc(cf_pages_t *pg, const char *name, size_t bytes, size_t unit, int at_end);
+int cf_pages_protect(cf_pages_t *pg, int writable);
+void cf_pages_free(cf_pages_t *pg);
+/* Until cf_pages_unwatch, a SIGSEGV or SIGBUS inside one of the n mappings
+ * fails the check ("<call> wrote into x ...") and ends the process. */
+void cf_pages_watch(cf_ctx_t *ctx, cf_pages_t *const *pgs, int n);
+/* Names the call now running, for those reasons ("forward(B=37)"). */
+void cf_pages_call(const char *call);
+void cf_pages_unwatch(void);
 
 /* ------------------------------------------------------------------------- */
 /* One trunk problem: random inputs, plugin buffers, results (trunk.c)       */
@@ -294,5 +331,17 @@ int cf_alloc_supported(void);
 int cf_heap_sanitized(void);
 void cf_alloc_count_begin(void);
 long cf_alloc_count_end(void);
+/* Memory mappings (mmap, mmap64, munmap, mremap) the plugin makes itself
+ * while counting is on; glibc's own (malloc, threads, dlopen) are not seen.
+ * Where cf_alloc_supported() is 0 the count stays 0. */
+void cf_map_count_begin(void);
+long cf_map_count_end(void);
+/* While quarantine is on, free() keeps blocks (allocated and contents left as
+ * they are) instead of freeing them. cf_quarantine_end returns how many it
+ * kept, or -1 if there were more than it can hold (some were freed for real);
+ * cf_quarantine_release frees them. Only where cf_alloc_supported(). */
+void cf_quarantine_begin(void);
+int cf_quarantine_end(void);
+void cf_quarantine_release(void);
 
 #endif

@@ -9,6 +9,7 @@
 #   -DEXPECT=conforms  exit status 0, no check failed
 #   -DEXPECT=fail      exit status 1, and check CHECK failed with a reason
 #                      matching the regular expression REASON
+#   -DFAILED=a,b       with fail: exactly these checks failed (in run order)
 #   -DEXPECT=fail_with_device
 #                      as fail where a CUDA device is usable; where none is,
 #                      CHECK must be skipped for that reason (exit status 0)
@@ -106,5 +107,9 @@ if(NOT found MATCHES "^fail: ")
 endif()
 if(NOT found MATCHES "${REASON}")
   message(FATAL_ERROR "${CHECK} failed for another reason than '${REASON}': ${found}")
+endif()
+string(REPLACE "," ";" FAILED "${FAILED}")
+if(FAILED AND NOT "${failed}" STREQUAL "${FAILED}")
+  message(FATAL_ERROR "expected exactly the checks ${FAILED} to fail, failed: ${failed}")
 endif()
 message(STATUS "rejected as expected: ${CHECK} ${found} (failed: ${failed})")

@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <getopt.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@
 #include <unistd.h>
 
 #include "conform.h"
+#include "supervise.h"
 
 /* The result of one check, as the parent saw it. */
 typedef struct cf_result {
@@ -43,20 +43,11 @@ typedef struct cf_result {
 /* ------------------------------------------------------------------------- */
 /* Small helpers                                                             */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static volatile sig_atomic_t cf_running_pgid = 0;
-
 /* Ctrl-C in the parent: take the running check's process group down too. */
 static void on_interrupt(int sig)
 {
-    if (cf_running_pgid > 0)
-        kill(-(pid_t)cf_running_pgid, SIGKILL);
+    if (ath_child_pgid > 0)
+        kill(-(pid_t)ath_child_pgid, SIGKILL);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -97,101 +88,39 @@ static void parse_child_output(char *buf, cf_result_t *r, int *have_verdict, cha
     }
 }
 
+/* The child's side of run_check. */
+typedef struct check_job {
+    const cf_check_t *check;
+    const cf_options_t *opt;
+} check_job_t;
+
+static void check_body(void *arg, int fd)
+{
+    const check_job_t *j = arg;
+    cf_child_run(j->check, j->opt, fd);
+}
+
 static void run_check(const cf_check_t *c, const cf_options_t *opt, cf_result_t *r)
 {
     memset(r, 0, sizeof *r);
     r->check = c;
     r->verdict = CF_FAIL;
-    double t0 = now_s();
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        snprintf(r->reason, sizeof r->reason, "runner: pipe failed: %s", strerror(errno));
+    check_job_t job = {c, opt};
+    ath_child_spec_t spec = {.body = check_body, .arg = &job, .timeout_s = opt->timeout_s,
+                             .max_output = 1u << 20};
+    ath_child_t ch;
+    ath_err_t err;
+    if (ath_child_run(&spec, &ch, &err) != 0) {
+        snprintf(r->reason, sizeof r->reason, "runner: %s", err.msg);
         return;
     }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(r->reason, sizeof r->reason, "runner: fork failed: %s", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        return;
-    }
-    if (pid == 0) {
-        setpgid(0, 0);
-        signal(SIGINT, SIG_DFL);
-        close(fds[0]);
-        cf_child_run(c, opt, fds[1]);
-        _exit(0);
-    }
-    setpgid(pid, pid); /* also done by the child; whichever runs first */
-    cf_running_pgid = pid;
-    close(fds[1]);
-
-    /* Read until EOF or the deadline. */
-    size_t cap = 8192, len = 0;
-    char *buf = malloc(cap);
-    double deadline = t0 + opt->timeout_s;
-    int timed_out = 0;
-    for (;;) {
-        double left = deadline - now_s();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pfd = {fds[0], POLLIN, 0};
-        int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
-        int pr = poll(&pfd, 1, ms);
-        if (pr < 0 && errno != EINTR)
-            break;
-        if (pr <= 0)
-            continue;
-        if (len + 4096 + 1 > cap) {
-            char *nb = buf ? realloc(buf, cap * 2) : NULL;
-            if (!nb)
-                break;
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t n = buf ? read(fds[0], buf + len, cap - len - 1) : 0;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fds[0]);
-
-    int status = 0;
-    if (timed_out) {
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    } else {
-        /* EOF: the child is ending; give it until the deadline to do so. */
-        while (waitpid(pid, &status, WNOHANG) == 0) {
-            if (now_s() > deadline) {
-                timed_out = 1;
-                kill(-pid, SIGKILL);
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                break;
-            }
-            struct timespec ts = {0, 5 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    kill(-pid, SIGKILL); /* anything the plugin left behind in the group */
-    cf_running_pgid = 0;
-    r->seconds = now_s() - t0;
-
+    r->seconds = ch.seconds;
+    int timed_out = ch.timed_out, status = ch.status;
+    char *buf = ch.out;
     int have_verdict = 0;
     char stage[256] = "";
-    if (buf) {
-        buf[len] = '\0';
-        parse_child_output(buf, r, &have_verdict, stage, sizeof stage);
-        free(buf);
-    }
+    parse_child_output(buf, r, &have_verdict, stage, sizeof stage);
+    ath_child_free(&ch);
     char during[300] = "";
     if (stage[0])
         snprintf(during, sizeof during, " during %s", stage);
@@ -332,65 +261,49 @@ static void write_tap(FILE *f, const cf_options_t *opt, const cf_probe_t *pr,
 /* ------------------------------------------------------------------------- */
 /* The probe: plugin identity for the header, read in a child                */
 
+/* The child's side of probe_plugin: the identity as four lines. */
+static void probe_body(void *arg, int fd)
+{
+    const cf_options_t *opt = arg;
+    cf_plugin_t pl;
+    char why[512];
+    char msg[1024];
+    if (cf_plugin_load(&pl, opt->plugin, why, sizeof why) == 0) {
+        char caps[256];
+        int n = snprintf(msg, sizeof msg, "%s\n%s\n%s\n%u.%u\n", pl.api.impl_name,
+                         pl.api.kernel_version, cf_caps_text(pl.api.caps, caps, sizeof caps),
+                         AUXTRUNK_VERSION_MAJOR_OF(pl.api.abi_version),
+                         AUXTRUNK_VERSION_MINOR_OF(pl.api.abi_version));
+        if (n > 0 && write(fd, msg, (size_t)n) < 0)
+            _exit(1);
+    }
+}
+
 static void probe_plugin(const cf_options_t *opt, cf_probe_t *pr)
 {
     memset(pr, 0, sizeof *pr);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
+    ath_child_spec_t spec = {.body = probe_body, .arg = (void *)opt,
+                             .timeout_s = opt->timeout_s < 10 ? opt->timeout_s : 10,
+                             .max_output = 1100};
+    ath_child_t ch;
+    ath_err_t err;
+    if (ath_child_run(&spec, &ch, &err) != 0)
         return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        close(fds[0]);
-        cf_plugin_t pl;
-        char why[512];
-        char msg[1024];
-        if (cf_plugin_load(&pl, opt->plugin, why, sizeof why) == 0) {
-            char caps[256];
-            int n = snprintf(msg, sizeof msg, "%s\n%s\n%s\n%u.%u\n",
-                             pl.api.impl_name, pl.api.kernel_version,
-                             cf_caps_text(pl.api.caps, caps, sizeof caps),
-                             AUXTRUNK_VERSION_MAJOR_OF(pl.api.abi_version),
-                             AUXTRUNK_VERSION_MINOR_OF(pl.api.abi_version));
-            if (n > 0 && write(fds[1], msg, (size_t)n) < 0)
-                _exit(1);
-        }
-        _exit(0);
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        close(fds[0]);
-        return;
-    }
-    char buf[1100];
-    size_t len = 0;
-    double deadline = now_s() + (opt->timeout_s < 10 ? opt->timeout_s : 10);
-    while (len + 1 < sizeof buf && now_s() < deadline) {
-        struct pollfd pfd = {fds[0], POLLIN, 0};
-        if (poll(&pfd, 1, 100) <= 0)
-            continue;
-        ssize_t n = read(fds[0], buf + len, sizeof buf - 1 - len);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fds[0]);
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    buf[len] = '\0';
+    char *buf = ch.out;
     char *f[4] = {0};
     char *save = NULL, *p = buf;
     for (int i = 0; i < 4; i++, p = NULL)
         f[i] = strtok_r(p, "\n", &save);
-    if (!f[3])
+    if (!f[3]) {
+        ath_child_free(&ch);
         return;
+    }
     snprintf(pr->impl, sizeof pr->impl, "%s", f[0]);
     snprintf(pr->kernel, sizeof pr->kernel, "%s", f[1]);
     snprintf(pr->caps, sizeof pr->caps, "%s", f[2]);
     snprintf(pr->abi, sizeof pr->abi, "%s", f[3]);
     pr->ok = 1;
+    ath_child_free(&ch);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -419,6 +332,21 @@ static void usage(FILE *f)
         "  --verbose            print notes of passing checks too\n"
         "  --help               this text\n",
         f);
+}
+
+/* A seed: decimal or 0x hex digits only (strtoull would take "-1" as
+ * 2^64 - 1). Returns 0, or -1 if s is not one. */
+static int parse_seed(const char *s, uint64_t *seed)
+{
+    if (!s || !((s[0] >= '0' && s[0] <= '9')))
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || !end || *end)
+        return -1;
+    *seed = (uint64_t)v;
+    return 0;
 }
 
 static int matches(const char *pattern, const char *name)
@@ -462,10 +390,9 @@ int main(int argc, char **argv)
             break;
         }
         case O_SEED:
-            errno = 0;
-            opt.seed = strtoull(optarg, &end, 0);
-            if (errno || !end || *end) {
-                fprintf(stderr, "auxtrunk-conform: --seed: not a number: %s\n", optarg);
+            if (parse_seed(optarg, &opt.seed) != 0) {
+                fprintf(stderr, "auxtrunk-conform: --seed: not a number in [0, 2^64): %s\n",
+                        optarg);
                 return 2;
             }
             have_seed = 1;
@@ -524,11 +451,23 @@ int main(int argc, char **argv)
         return 2;
     }
     opt.plugin = argv[optind];
+    /* A path that cannot be read is a usage error, not 41 failed checks. */
+    const char *paths[2] = {opt.plugin, opt.reference};
+    for (int i = 0; i < 2; i++)
+        if (paths[i] && access(paths[i], R_OK) != 0) {
+            fprintf(stderr, "auxtrunk-conform: cannot read %s%s: %s\n",
+                    i ? "the reference plugin " : "", paths[i], strerror(errno));
+            return 2;
+        }
 
     if (!have_seed) {
         const char *env = getenv("AUXTRUNK_SEED");
         if (env && *env) {
-            opt.seed = strtoull(env, NULL, 0);
+            if (parse_seed(env, &opt.seed) != 0) {
+                fprintf(stderr, "auxtrunk-conform: AUXTRUNK_SEED: not a number in [0, 2^64): %s\n",
+                        env);
+                return 2;
+            }
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);

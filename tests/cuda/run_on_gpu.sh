@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # run_on_gpu.sh — on a machine with a CUDA GPU: build everything, run the
-# whole ctest suite (GPU cases of cuda-v1 and cuda-v2 included, and the
-# conformance runner against every plugin), run each CUDA plugin's GPU test
-# binary under compute-sanitizer memcheck and racecheck (quick mode), then
-# the benchmark (cuda-v1, cuda-v2, cuBLAS; AUXTRUNK_GPU_BENCH=0 skips it). Logs go to $OUT (or
+# whole ctest suite (GPU cases of cuda-v1, cuda-v2 and cuda-v3 included, and
+# the conformance runner against every plugin), run each CUDA plugin's GPU
+# test binary under compute-sanitizer memcheck and racecheck (quick mode),
+# print the hardware floors (auxtrunk-floors, docs/floors-h200.md;
+# AUXTRUNK_GPU_FLOORS=0 skips it), then the benchmark (cuda-v2, cuda-v3,
+# cuBLAS side by side; AUXTRUNK_GPU_BENCH=0 skips it). Logs go to $OUT (or
 # build-gpu/logs); the last lines printed are a summary. Exit status 0 only if
 # every step passed.
 #
@@ -14,9 +16,10 @@
 # Environment: OUT (log folder), AUXTRUNK_SEED (inputs; default: the clock),
 # AUXTRUNK_GPU_BUILD (build folder, default build-gpu),
 # AUXTRUNK_GPU_EXTRA=1 (also synccheck and initcheck), AUXTRUNK_GPU_SANITIZE
-# (the plugins to run the sanitizers on, default "v1 v2"),
+# (the plugins to run the sanitizers on, default "v1 v2 v3"),
 # AUXTRUNK_GPU_RACECHECK_CASES (the test cases racecheck runs, default every
 # case the binary lists: "exact fast" for cuda-v2),
+# AUXTRUNK_GPU_BATCHES, AUXTRUNK_GPU_BUDGET (the bench's --batches and --budget),
 # AUXTRUNK_GPU_DEADLINE (seconds for everything, default 540).
 # Expected: about 1 min build, 1 min ctest, 1-2 min per sanitizer.
 set -u -o pipefail
@@ -85,7 +88,7 @@ prefix=()
 step configure "$out/configure.log" 120 \
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" || finish
 step build "$out/build.log" 300 cmake --build "$build" -j "$jobs" || finish
-for v in cuda-v1 cuda-v2; do
+for v in cuda-v1 cuda-v2 cuda-v3; do
     [ -x "$cuobjdump" ] &&
         "$cuobjdump" --dump-resource-usage "$build/plugins/$v/libauxtrunk.so" \
             > "$out/resource-usage-$v.txt" 2>&1
@@ -95,7 +98,7 @@ done
 step ctest "$out/ctest.log" 420 \
     ctest --test-dir "$build" -j 4 --output-on-failure --timeout 400
 # ctest counts a skip as a pass; here the GPU cases must really have run.
-for v in v1 v2; do
+for v in v1 v2 v3; do
     if ! grep -qE "cuda_${v}_gpu \.+ +Passed" "$out/ctest.log"; then
         summary+=("$(printf '%-16s %-22s' "gpu-cases-$v" "DID NOT RUN OR FAILED")")
         failed=1
@@ -107,7 +110,7 @@ cp "$build/Testing/Temporary/LastTest.log" "$out/ctest-output.log" 2>/dev/null |
 # --- Sanitizers (quick mode, one process: CK_FORK=no) -----------------------------
 san=(env CK_FORK=no AUXTRUNK_CUDA_TEST_QUICK=1 "$sanitizer" --error-exitcode 86 --print-limit 100)
 if [ -x "$sanitizer" ]; then
-    for v in ${AUXTRUNK_GPU_SANITIZE:-v1 v2}; do
+    for v in ${AUXTRUNK_GPU_SANITIZE:-v1 v2 v3}; do
         bin=$build/tests/cuda/test_cuda_$v
         step "memcheck-$v" "$out/memcheck-$v.log" 150 "${san[@]}" --tool memcheck --leak-check full "$bin" gpu
         # racecheck is the slowest tool: one run per test case ("$bin" cases).
@@ -126,10 +129,16 @@ else
     failed=1
 fi
 
-# --- Benchmark: cuda-v1, cuda-v2 and the cuBLAS equivalent --------------------------
+# --- Hardware floors ---------------------------------------------------------------
+if [ "${AUXTRUNK_GPU_FLOORS:-1}" = 1 ]; then
+    step floors "$out/floors.md" 120 "$build/tests/cuda/floors/auxtrunk-floors" all
+fi
+
+# --- Benchmark: cuda-v2, cuda-v3 and the cuBLAS equivalent, side by side -------------
 if [ "${AUXTRUNK_GPU_BENCH:-1}" = 1 ]; then
     step bench "$out/bench.log" 300 "$build/host_stub/auxtrunk-host" bench \
-        --plugin-dir "$build/plugins/cuda-v1" --plugin-dir "$build/plugins/cuda-v2" --cublas \
-        --budget 1 --csv "$out/bench.csv" --svg "$out/bench.svg"
+        --plugin-dir "$build/plugins/cuda-v2" --plugin-dir "$build/plugins/cuda-v3" --cublas \
+        --batches "${AUXTRUNK_GPU_BATCHES:-32,128,256,1024,4096,16384,65536}" \
+        --budget "${AUXTRUNK_GPU_BUDGET:-1}" --csv "$out/bench.csv" --svg "$out/bench.svg"
 fi
 finish

@@ -24,7 +24,6 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +33,8 @@
 
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"
+#define AUXTRUNK_LOADER_IMPLEMENTATION
+#include "auxtrunk_loader.h"
 #include "bits.h"
 #include "canon32.h"
 #include "ref64.h"
@@ -78,15 +79,15 @@ static const auxtrunk_api_t *plugin(plugin_t *p)
         return &p->api;
     if (!p->path[0])
         return NULL;
-    p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(p->dl != NULL, "dlopen %s: %s", p->path, dlerror());
-    auxtrunk_entry_fn entry;
-    void *sym = dlsym(p->dl, AUXTRUNK_ENTRY_SYMBOL);
-    ck_assert_msg(sym != NULL, "%s has no %s", p->path, AUXTRUNK_ENTRY_SYMBOL);
-    memcpy(&entry, &sym, sizeof entry);
-    auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_ABI_VERSION, AUXTRUNK_ABI_VERSION, 0};
-    p->api.struct_size = sizeof p->api;
-    ck_assert_int_eq(entry(&host, &p->api), AUXTRUNK_OK);
+    auxtrunk_plugin_t so;
+    char msg[AUXTRUNK_LOAD_MESSAGE_MAX];
+    int32_t st = auxtrunk_plugin_open(&so, p->path, NULL, msg, sizeof msg);
+    if (st == AUXTRUNK_LOAD_OK)
+        st = auxtrunk_plugin_negotiate(&so, AUXTRUNK_ABI_VERSION, AUXTRUNK_ABI_VERSION, msg,
+                                       sizeof msg);
+    ck_assert_msg(st == AUXTRUNK_LOAD_OK, "%s", msg);
+    p->dl = so.lib;
+    p->api = so.api;
     return &p->api;
 }
 
@@ -627,6 +628,29 @@ START_TEST(exact_production)
     run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x52);
 }
 END_TEST
+
+#if CUDA_SMALL_BATCHES
+/* A plugin with its own small-batch path (cuda-v3, B <= 1,024): every row
+ * block size it picks (16, 32, 64 rows per cluster), partial row blocks,
+ * one chunk, a pair of chunks, two pairs, the bound and one past it (the
+ * cuda-v2 kernels), on production and on small topologies inside its domain
+ * (widths multiples of 4, at most 256; AUX <= 128 and above). */
+START_TEST(exact_small_batches)
+{
+    REQUIRE_GPU();
+    static const sweep_t sweeps[] = {
+        {PRODUCTION, 1025, {1, 2, 15, 16, 17, 31, 32, 0}, 64, 1},
+        {PRODUCTION, 1025, {33, 97, 127, 128, 129, 255, 256, 0}, 64, 1},
+        {PRODUCTION, 1025, {257, 300, 383, 509, 511, 512, 513, 0}, 64, 1},
+        {PRODUCTION, 1025, {640, 769, 1021, 1023, 1024, 1025, 0}, 0, 1},
+        {{20, 36, 12, 8}, 1024, {1, 17, 256, 257, 513, 600, 1024, 0}, 1 << 30, 1},
+        {{4, 4, 4, 4}, 1024, {1, 3, 255, 256, 511, 769, 1024, 0}, 1 << 30, 1},
+        {{256, 64, 32, 200}, 700, {1, 64, 65, 300, 700, 0}, 1 << 30, 1},
+    };
+    run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x5b);
+}
+END_TEST
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* Accumulate, record, graphs                                                */
@@ -1363,6 +1387,9 @@ static Suite *make_suite(const char *mode)
         tcase_set_timeout(tc, 1200);
         tcase_add_test(tc, exact_small_topologies);
         tcase_add_test(tc, exact_production);
+#if CUDA_SMALL_BATCHES
+        tcase_add_test(tc, exact_small_batches);
+#endif
         tcase_add_test(tc, accumulate_adds_once);
         tcase_add_test(tc, infer_keeps_the_record);
         tcase_add_test(tc, graph_replay_equals_eager);

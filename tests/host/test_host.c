@@ -34,9 +34,12 @@
 #include "checkpoint.h"
 #include "devmem.h"
 #include "loader.h"
+#include "options.h"
 #include "report.h"
 #include "rng.h"
 #include "scratch.h"
+#include "swap.h"
+#include "train.h"
 
 extern char **environ;
 
@@ -307,6 +310,90 @@ START_TEST(test_usage_errors)
     ck_assert_contains(g_err, "STEP:PATH");
     ck_assert_int_eq(run_host("u10", "--swap-at", "5:a", "--swap-at", "3:b", NULL), 2);
     ck_assert_contains(g_err, "ascending");
+    tst_scratch_done();
+}
+END_TEST
+
+/* Numbers are strict decimals with ranges: base-0 parsing read "010" as 8
+ * and refused "08", a leading space let " -1" wrap to 2^64-1, --lr 1e-50
+ * became 0, --swap-timeout -1/0/nan fell back to 30 and inf disabled it,
+ * --rollback-steps 0 became 50. Each is now a usage error that names the
+ * option. */
+START_TEST(test_strict_numbers)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    static const struct {
+        const char *opt, *value, *says;
+    } bad[] = {
+        {"--steps", "010", "decimal"},       {"--steps", "08", "decimal"},
+        {"--seed", " -1", "decimal"},        {"--steps", "-1", "decimal"},
+        {"--steps", "+5", "decimal"},        {"--steps", "0x10", "decimal"},
+        {"--steps", "18446744073709551616", "outside"},
+        {"--batch", "0", "outside"},         {"--batch", " 64", "decimal"},
+        {"--lr", "1e-50", "outside"},        {"--lr", "0", "outside"},
+        {"--lr", "nan", "finite"},           {"--lr", "inf", "finite"},
+        {"--swap-timeout", "-1", "outside"}, {"--swap-timeout", "0", "outside"},
+        {"--swap-timeout", "nan", "finite"}, {"--swap-timeout", "inf", "finite"},
+        {"--rollback-steps", "0", "outside"}, {"--swap-poll-ms", "0", "outside"},
+        {"--checkpoint-every", "0", "outside"}, {"--log-every", "0", "outside"},
+        {"--enc", "99999", "outside"},       {"--device", "-1", "outside"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "strict%zu", i);
+        ck_assert_msg(run_host(tag, bad[i].opt, bad[i].value, NULL) == 2,
+                      "%s '%s' was accepted", bad[i].opt, bad[i].value);
+        ck_assert_contains(g_err, bad[i].opt);
+        ck_assert_contains(g_err, bad[i].says);
+    }
+    ck_assert_int_eq(run_host("b1", "bench", "--batches", "032", NULL), 2);
+    ck_assert_contains(g_err, "decimal");
+
+    /* The readers themselves, as the fuzzers call them. */
+    uint64_t u = 7;
+    int64_t i = 7;
+    double d = 7;
+    ath_err_t err;
+    ck_assert_int_eq(ath_parse_u64("0", 0, 10, "x", &u, &err), 0);
+    ck_assert_uint_eq(u, 0);
+    ck_assert_int_eq(ath_parse_u64("18446744073709551615", 0, UINT64_MAX, "x", &u, &err), 0);
+    ck_assert(u == UINT64_MAX);
+    ck_assert_int_eq(ath_parse_u64("11", 0, 10, "x", &u, &err), -1);
+    ck_assert_int_eq(ath_parse_u64("", 0, 10, "x", &u, &err), -1);
+    ck_assert_int_eq(ath_parse_i64("-3", -5, 5, "x", &i, &err), 0);
+    ck_assert_int_eq(i, -3);
+    ck_assert_int_eq(ath_parse_i64("-0", -5, 5, "x", &i, &err), -1);
+    ck_assert_int_eq(ath_parse_i64("-", -5, 5, "x", &i, &err), -1);
+    ck_assert_int_eq(ath_parse_real("1e-3", 0, 1, "x", &d, &err), 0);
+    ck_assert(d == 1e-3);
+    ck_assert_int_eq(ath_parse_real(".5", 0, 1, "x", &d, &err), 0);
+    ck_assert_int_eq(ath_parse_real("1e", 0, 1, "x", &d, &err), -1);
+    ck_assert_int_eq(ath_parse_real("1e999", 0, INFINITY, "x", &d, &err), -1);
+    ck_assert_int_eq(ath_parse_real("0x1p3", 0, 100, "x", &d, &err), -1);
+    tst_scratch_done();
+}
+END_TEST
+
+/* --help prints each default from the option table (the value the parser
+ * starts from), so it names the constants the program uses. */
+START_TEST(test_help_defaults_from_tables)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    ck_assert_int_eq(run_host("train", "train", "--help", NULL), 0);
+    char want[128];
+    snprintf(want, sizeof want, "--steps N                train until step N (a resumed run "
+                                "continues to N) (default: %d)", ATH_TRAIN_STEPS);
+    ck_assert_contains(g_out, want);
+    snprintf(want, sizeof want, "(default: %d)\n  --seed", ATH_TRAIN_BATCH);
+    ck_assert_contains(g_out, want);
+    snprintf(want, sizeof want, "vetting a candidate (default: %g)", ATH_VET_TIMEOUT_S);
+    ck_assert_contains(g_out, want);
+    snprintf(want, sizeof want, "roll back (default: %d)", ATH_SWAP_ROLLBACK_STEPS);
+    ck_assert_contains(g_out, want);
+    snprintf(want, sizeof want, "learning rate (default: %g)", (double)ATH_TRAIN_LR);
+    ck_assert_contains(g_out, want);
+    ck_assert_int_eq(run_host("bench", "bench", "--help", NULL), 0);
+    ck_assert_contains(g_out, "comma-separated (default: 32,256,1024,4096,65536)");
     tst_scratch_done();
 }
 END_TEST
@@ -917,6 +1004,8 @@ static Suite *host_suite(const char *name)
     if (strcmp(name, "cli") == 0) {
         tcase_add_test(tc, test_help);
         tcase_add_test(tc, test_usage_errors);
+        tcase_add_test(tc, test_strict_numbers);
+        tcase_add_test(tc, test_help_defaults_from_tables);
     } else if (strcmp(name, "loader") == 0) {
         tcase_add_loop_test(tc, test_loader_refuses, 0,
                             (int)(sizeof refusals / sizeof refusals[0]));

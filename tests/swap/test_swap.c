@@ -11,6 +11,7 @@
  *   rollback  a version failing on probation rolls back; not after probation
  *   watch     inotify (rename, copy-over), polling, SIGHUP
  *   security  file/directory mode and owner, SHA-256 allow-list
+ *   supervise the supervised child: group killed, deadline, bounded output
  *   soak      1000+ swaps: no growth of RSS, descriptors or mapped libraries
  *
  * Training tests run the real program (what an operator runs); watching,
@@ -41,6 +42,7 @@
 #include "rng.h"
 #include "scratch.h"
 #include "sha256.h"
+#include "supervise.h"
 #include "swap.h"
 #include "trunk.h"
 
@@ -966,6 +968,100 @@ START_TEST(test_soak_1000_swaps)
 END_TEST
 
 /* ------------------------------------------------------------------------- */
+/* supervise: the one supervised child (vetting here, checks in conform)     */
+
+/* The child starts a grandchild that would outlive it, reports the
+ * grandchild's pid, then either returns or hangs. */
+static void forking_body(void *arg, int fd)
+{
+    int hang = *(const int *)arg;
+    pid_t g = fork();
+    if (g == 0) {
+        for (;;)
+            pause();
+    }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%d\n", (int)g);
+    if (write(fd, line, (size_t)n) != n)
+        _exit(3);
+    while (hang)
+        pause();
+}
+
+/* True once pid is gone (or a zombie: its parent, the child, is dead and
+ * init reaps it; /proc shows state Z until then). */
+static int gone(pid_t pid)
+{
+    for (int i = 0; i < 200; i++) {
+        char path[64], buf[512] = "";
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return 1;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *rp = strrchr(buf, ')');
+        if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))
+            return 1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+START_TEST(test_supervise_kills_group)
+{
+    for (int hang = 0; hang <= 1; hang++) {
+        ath_child_spec_t spec = {.body = forking_body, .arg = &hang, .timeout_s = 0.5};
+        ath_child_t ch;
+        ath_err_t err;
+        ck_assert_int_eq(ath_child_run(&spec, &ch, &err), 0);
+        ck_assert_int_eq(ch.timed_out, hang);
+        if (hang)
+            ck_assert(WIFSIGNALED(ch.status) && WTERMSIG(ch.status) == SIGKILL);
+        else
+            ck_assert(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0);
+        /* The grandchild holds the pipe open: without the group kill the
+         * parent would also wait for the deadline when the child returned. */
+        if (!hang)
+            ck_assert_msg(ch.seconds < 0.45, "waited %.3f s for a child that had returned",
+                          ch.seconds);
+        int g = atoi(ch.out);
+        ck_assert_int_gt(g, 0);
+        ck_assert_msg(gone((pid_t)g), "the grandchild %d outlived the supervised child", g);
+        ck_assert_int_eq(ath_child_pgid, 0);
+        ath_child_free(&ch);
+    }
+}
+END_TEST
+
+/* Output past max_output is dropped, not buffered, and does not block. */
+static void chatty_body(void *arg, int fd)
+{
+    (void)arg;
+    char buf[4096];
+    memset(buf, 'x', sizeof buf);
+    for (int i = 0; i < 256; i++)
+        if (write(fd, buf, sizeof buf) < 0)
+            _exit(2);
+}
+
+START_TEST(test_supervise_bounded_output)
+{
+    ath_child_spec_t spec = {.body = chatty_body, .timeout_s = 20, .max_output = 1000};
+    ath_child_t ch;
+    ath_err_t err;
+    ck_assert_int_eq(ath_child_run(&spec, &ch, &err), 0);
+    ck_assert_int_eq(ch.timed_out, 0);
+    ck_assert_uint_eq(ch.len, 1000);
+    ck_assert_uint_eq(ch.len + ch.dropped, 256u * 4096u);
+    ck_assert(WIFEXITED(ch.status) && WEXITSTATUS(ch.status) == 0);
+    ath_child_free(&ch);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
 /* main                                                                      */
 
 static Suite *suite_of(const char *name, TCase *tc)
@@ -1022,6 +1118,12 @@ int main(void)
     tcase_add_test(tc, test_security_modes);
     tcase_add_test(tc, test_security_digest_allow_list);
     srunner_add_suite(sr, suite_of("security", tc));
+
+    tc = tcase_create("supervise");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_supervise_kills_group);
+    tcase_add_test(tc, test_supervise_bounded_output);
+    srunner_add_suite(sr, suite_of("supervise", tc));
 
     tc = tcase_create("soak");
     tcase_set_timeout(tc, 240);

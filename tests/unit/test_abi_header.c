@@ -53,6 +53,15 @@ int main(void)
             EXPECT(rows[i].value != rows[j].value);
             EXPECT(strcmp(rows[i].msg, rows[j].msg) != 0);
         }
+        /* The helpers hosts use instead of expanding the map. */
+        EXPECT(strncmp(auxtrunk_status_name(rows[i].value), "AUXTRUNK_", 9) == 0);
+        EXPECT(strcmp(auxtrunk_status_name(rows[i].value) + 9, rows[i].name) == 0);
+        EXPECT(strcmp(auxtrunk_status_message(rows[i].value), rows[i].msg) == 0);
+    }
+    const int32_t unknown[] = {1, -16, INT32_MIN, INT32_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        EXPECT(strcmp(auxtrunk_status_name(unknown[i]), "AUXTRUNK_(unknown)") == 0);
+        EXPECT(strcmp(auxtrunk_status_message(unknown[i]), "unknown status") == 0);
     }
 
     EXPECT(AUXTRUNK_ABI_VERSION == AUXTRUNK_VERSION(1, 0));
@@ -78,6 +87,14 @@ int main(void)
     c.h2 = 256;
     c.aux = 128;
     EXPECT(AUXTRUNK_PARAM_COUNT(&c) == 256u * 256 + 256 + 256u * 256 + 256 + 256u * 128 + 128);
+    /* The flat layout: W1 b1 W2 b2 W3 b3, back to back. */
+    EXPECT(AUXTRUNK_W1_OFFSET(&c) == 0);
+    EXPECT(AUXTRUNK_B1_OFFSET(&c) == 256u * 256);
+    EXPECT(AUXTRUNK_W2_OFFSET(&c) == 256u * 256 + 256);
+    EXPECT(AUXTRUNK_B2_OFFSET(&c) == 2 * 256u * 256 + 256);
+    EXPECT(AUXTRUNK_W3_OFFSET(&c) == 2 * 256u * 256 + 2 * 256);
+    EXPECT(AUXTRUNK_B3_OFFSET(&c) == 2 * 256u * 256 + 2 * 256 + 256u * 128);
+    EXPECT(AUXTRUNK_PARAM_COUNT(&c) == AUXTRUNK_B3_OFFSET(&c) + 128);
 
     auxtrunk_entry_fn entry = fake_entry;
     auxtrunk_api_t api;

@@ -1,0 +1,995 @@
+/*
+ * trunk_v3.cu — the fused small-batch path of cuda-v3 (see trunk_v3.h) and
+ * the dispatch between it and cuda-v2's kernels.
+ *
+ * Layout of a cluster (CL = 8 blocks of NT = 128 threads): the cluster owns
+ * R = 16·TM batch rows; block `rank` owns columns [32·rank, 32·rank + 32) of
+ * H1 and H2 (and 8·TC3 columns of AUX). Thread t works on rows
+ * t/8 + 16·i (i < TM) and on TC consecutive columns of its group t%8, so a
+ * warp covers 4·TM rows × 32 columns: per reduction step it reads 4
+ * distinct rows of the activations (16-byte loads, rows 4 banks apart) and
+ * 8 distinct 16-byte pieces of the weight slice, one shared-memory
+ * wavefront each (docs/floors-h200.md, the shared-memory table).
+ *
+ * Exactness: each output is one thread's fmaf chain over its reduction
+ * index, ascending, from the bias (forward) or 0 (hidden and weight
+ * gradients), with the epilogues of abi/auxtrunk_canon.h. Batch sums: a
+ * tile's thread runs the chain of chunk 2p, then of chunk 2p + 1, and adds
+ * left + right (the tree's first level); with two pairs the last level adds
+ * pair 0 + pair 1. That is the canonical tree for up to 4 chunks
+ * (V3_MAX_BATCH = 1,024). Reduction lengths are exact loop bounds.
+ *
+ * No atomics: blocks of a cluster talk through st.async into each other's
+ * shared memory, completing on the receiver's mbarrier; blocks of the grid
+ * through per-block flags in the workspace (st.release.gpu by the writer
+ * after a block barrier and a fence, ld.acquire.gpu polls by the reader),
+ * zeroed by a memset before each backward launch. The backward is a
+ * cooperative launch, so every block is resident while others poll.
+ */
+#include "trunk_v3.h"
+
+#include <stdint.h>
+
+#include "auxtrunk_canon.h"
+#include "trunk_v2.h"
+
+namespace {
+
+constexpr int CL = 8;          /* blocks per cluster */
+constexpr int NT = 128;        /* threads per block: 16 row groups x 8 column groups */
+constexpr int SW = 32;         /* hidden-layer columns per block */
+constexpr int MAX_W = 256;     /* widest layer of the domain */
+constexpr int MAX_CLUSTERS = 16;
+constexpr int MAX_BLOCKS = MAX_CLUSTERS * CL;
+constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
+constexpr int PAIR = 2 * CHUNK; /* samples per weight-gradient tile */
+constexpr int SLAB = 64;        /* samples per staged slab of a gradient tile */
+constexpr int STAGES = 4;       /* slabs in flight */
+constexpr int FLAGS = 3 * MAX_BLOCKS; /* dh2 done, dh1 done, tree nodes done */
+static_assert(CHUNK % SLAB == 0, "a chunk is a whole number of slabs");
+static_assert(V3_MAX_BATCH <= 2 * PAIR, "the in-kernel tree has at most two pairs");
+static_assert(V3_MAX_BATCH <= MAX_CLUSTERS * 16 * 4, "TM = 4 covers the largest batch");
+
+/* ------------------------------------------------------------ plumbing -- */
+
+__device__ __forceinline__ unsigned smem_u32(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ unsigned cluster_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+/* The same shared-memory address in block `rank` of the cluster. */
+__device__ __forceinline__ unsigned peer(unsigned addr, unsigned rank)
+{
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+
+/* Cluster barrier halves: the arrive is relaxed (it only says "my mbarriers
+ * are initialised", published by fence.mbarrier_init); the wait acquires. */
+__device__ __forceinline__ void cluster_arrive_relaxed()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* An mbarrier expecting one arrival (the owner's expect_tx) and `bytes` of
+ * st.async data in its first phase. */
+__device__ __forceinline__ void mbar_init_expect(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+/* Waits for the first phase of a local mbarrier (its data pushed by peers). */
+__device__ __forceinline__ void mbar_wait0(unsigned bar)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n"
+                 "@!p bra WAIT;\n"
+                 "}" ::"r"(bar)
+                 : "memory");
+}
+
+/* 16 bytes into a peer's shared memory, counted on the peer's mbarrier. */
+__device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
+                 "{%1, %2, %3, %4}, [%5];" ::"r"(dst),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void copy16(float *dst, const float *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait_copies()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Publishes "this block's writes so far are done": every thread's stores
+ * are ordered before thread 0's release by the block barrier and the fence. */
+__device__ __forceinline__ void publish(unsigned *flag)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        st_release(flag, 1u);
+    }
+}
+
+/* Waits until flags[0..n) are all set; every thread may then read what
+ * their blocks published (reads of it go through L2: cp.async.cg, ld.cg). */
+__device__ __forceinline__ void await(const unsigned *flags, int n)
+{
+    for (int j = threadIdx.x; j < n; j += NT)
+        while (ld_acquire(flags + j) == 0u) {
+        }
+    __threadfence();
+    __syncthreads();
+}
+
+/* ------------------------------------------------------------ staging -- */
+
+/* Rows [row0, row0 + rows) of g [*, k] into s with row stride ld; rows at
+ * or past `limit` are zero-filled (computed, never stored). */
+__device__ __forceinline__ void stage_rows(float *s, int ld, const float *g, int k, int row0,
+                                           int rows, int limit)
+{
+    const int per = k / 4;
+    for (int p = threadIdx.x; p < rows * per; p += NT) {
+        const int r = p / per, q = p - r * per;
+        const bool ok = row0 + r < limit;
+        copy16(s + r * ld + 4 * q, ok ? g + (size_t)(row0 + r) * k + 4 * q : g, ok);
+    }
+}
+
+/* Columns [c0, c0 + W) of g [k, n] into s [k][W]; columns past n zero-filled. */
+template <int W>
+__device__ __forceinline__ void stage_cols(float *s, const float *g, int k, int n, int c0)
+{
+    constexpr int PER = W / 4;
+    for (int p = threadIdx.x; p < k * PER; p += NT) {
+        const int kk = p / PER, c = c0 + 4 * (p % PER);
+        const bool ok = c < n;
+        copy16(s + kk * W + (c - c0), ok ? g + (size_t)kk * n + c : g, ok);
+    }
+}
+
+/* -------------------------------------------------------------- chains -- */
+
+template <int TC>
+__device__ __forceinline__ void load_tc(float (&w)[TC], const float *p)
+{
+    if constexpr (TC == 4) {
+        const float4 v = *reinterpret_cast<const float4 *>(p);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else {
+        static_assert(TC == 2, "2 or 4 columns per thread");
+        const float2 v = *reinterpret_cast<const float2 *>(p);
+        w[0] = v.x, w[1] = v.y;
+    }
+}
+
+__device__ __forceinline__ float comp(float4 v, int q)
+{
+    return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+}
+
+/* Four reduction steps of a thread's TM x TC outputs, weights stored
+ * [k][8·TC] (a layer's column slice, as the forward reads W): a[i] = 4
+ * values of row i's input, w[q] = the TC weights of step q, contiguous. */
+template <int TM, int TC>
+struct FragCols {
+    float4 a[TM];
+    float w[4][TC];
+    __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
+    {
+        (void)ldw;
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+            a[i] = *reinterpret_cast<const float4 *>(a0 + 16 * i * lda + k0);
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            load_tc<TC>(w[q], w0 + (k0 + q) * (8 * TC));
+    }
+    __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
+    {
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int c = 0; c < TC; c++)
+                    acc[i][c] = fmaf(comp(a[i], q), w[q][c], acc[i][c]);
+    }
+};
+
+/* The same with weights stored [column][ldw] (rows of W3 and W2, k
+ * contiguous, as the hidden gradients read them): the thread's columns are
+ * 8 apart (c = group + 8 j), so the 8 groups of a warp read 8 consecutive
+ * rows, 4 banks apart; w[j] = 4 steps of column j. */
+template <int TM, int TC>
+struct FragRows {
+    float4 a[TM];
+    float4 w[TC];
+    __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
+    {
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+            a[i] = *reinterpret_cast<const float4 *>(a0 + 16 * i * lda + k0);
+#pragma unroll
+        for (int j = 0; j < TC; j++)
+            w[j] = *reinterpret_cast<const float4 *>(w0 + 8 * j * ldw + k0);
+    }
+    __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
+    {
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TC; j++)
+                    acc[i][j] = fmaf(comp(a[i], q), comp(w[j], q), acc[i][j]);
+    }
+};
+
+/* acc[i][c] = chain over k < K (ascending) of a[row i][k] · w(k, c), with
+ * the next four steps' operands loaded while the current four issue. a0:
+ * this thread's first row (rows 16 apart), w0: its first column of the
+ * slice (layout by the fragment kind). K is a multiple of 4. */
+template <class Frag, int TM, int TC>
+__device__ __forceinline__ void chain(float (&acc)[TM][TC], const float *a0, int lda,
+                                      const float *w0, int ldw, int K)
+{
+    Frag cur, nxt;
+    cur.load(a0, lda, w0, ldw, 0);
+#pragma unroll 2
+    for (int k0 = 0; k0 < K; k0 += 4) {
+        if (k0 + 4 < K)
+            nxt.load(a0, lda, w0, ldw, k0 + 4);
+        cur.run(acc);
+        cur = nxt;
+    }
+}
+
+template <int TC>
+__device__ __forceinline__ float4 as4(const float (&v)[TC])
+{
+    if constexpr (TC == 4)
+        return make_float4(v[0], v[1], v[2], v[3]);
+    else
+        return make_float4(v[0], v[1], 0.0f, 0.0f);
+}
+
+template <int TC>
+__device__ __forceinline__ void store_tc(float *p, const float (&v)[TC])
+{
+    if constexpr (TC == 4)
+        *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    else
+        *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
+}
+
+/* Pushes this thread's TM x 4 outputs (columns c of rows rg + 16 i) into
+ * the buffer s [R][ld] of every block of the cluster. */
+template <int TM>
+__device__ __forceinline__ void push_rows(float *s, int ld, int rg, int c, const float (&v)[TM][4],
+                                          unsigned bar)
+{
+#pragma unroll
+    for (unsigned b = 0; b < CL; b++) {
+        const unsigned rbar = peer(bar, b);
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+            push16(peer(smem_u32(s + (rg + 16 * i) * ld + c), b), as4<4>(v[i]), rbar);
+    }
+}
+
+/* Stores rows row0 + rg + 16 i (< batch) of this thread's outputs to g [*, n]. */
+template <int TM, int TC>
+__device__ __forceinline__ void store_rows(float *g, int n, int row0, int rg, int c, int batch,
+                                           const float (&v)[TM][TC])
+{
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int row = row0 + rg + 16 * i;
+        if (row < batch)
+            store_tc<TC>(g + (size_t)row * n + c, v[i]);
+    }
+}
+
+/* ------------------------------------------------------------ forward -- */
+
+struct Fwd {
+    const float *x, *w1, *b1, *w2, *b2, *w3, *b3;
+    float *h1, *h2, *out;
+    int batch, enc, n1, n2, aux;
+};
+
+__host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
+
+/* Shared memory of the forward, in floats (layout in v3_forward_kernel). */
+__host__ __device__ constexpr size_t fwd_floats(int tm, int enc, int n1, int n2, int tc3)
+{
+    return (size_t)16 * tm * (imax(enc, n2) + 4) + (size_t)16 * tm * (n1 + 4) +
+           (size_t)imax(enc * SW, n2 * 8 * tc3) + (size_t)n1 * SW;
+}
+
+template <int TM, int TC3>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_kernel(Fwd f)
+{
+    constexpr int R = 16 * TM, W3 = 8 * TC3;
+    extern __shared__ __align__(16) float smem[];
+    __shared__ __align__(8) unsigned long long bars[2];
+    const int ldx = f.enc + 4, ld1 = f.n1 + 4, ld2 = f.n2 + 4;
+    float *xs = smem;                                 /* [R][ldx]: x rows; later h2 [R][ld2] */
+    float *h1s = xs + R * (imax(f.enc, f.n2) + 4);    /* [R][ld1], filled by every block */
+    float *w2s = h1s + R * ld1;                       /* [n1][SW]: this block's W2 columns */
+    float *w1s = w2s + f.n1 * SW;                     /* [enc][SW] */
+    /* Reused: h2 arrives only after every block has pushed h1, i.e. read all
+     * of x; W3 is staged once this block is done with W1, during layer 2 (so
+     * that two blocks fit on an SM at the smallest row block). */
+    float *h2s = xs;  /* [R][ld2] */
+    float *w3s = w1s; /* [n2][W3] */
+
+    const unsigned rank = cluster_rank();
+    const int row0 = (int)(blockIdx.x / CL) * R;
+    const int rg = threadIdx.x / 8, cg = threadIdx.x % 8;
+    const int c12 = (int)rank * SW + 4 * cg, c3 = (int)rank * W3 + TC3 * cg;
+    const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
+
+    if (threadIdx.x == 0) {
+        mbar_init_expect(bar1, (unsigned)(R * f.n1 * 4));
+        mbar_init_expect(bar2, (unsigned)(R * f.n2 * 4));
+    }
+    stage_rows(xs, ldx, f.x, f.enc, row0, R, f.batch);
+    stage_cols<SW>(w1s, f.w1, f.enc, f.n1, (int)rank * SW);
+    commit();
+    stage_cols<SW>(w2s, f.w2, f.n1, f.n2, (int)rank * SW);
+    commit();
+    cluster_arrive_relaxed();
+
+    /* Widths are multiples of 4 and slices start on multiples of 4, so a
+     * thread's columns are all in range or all out. */
+    const bool in1 = c12 < f.n1, in2 = c12 < f.n2, in3 = c3 < f.aux;
+    float a1[TM][4], a2[TM][4], a3[TM][TC3];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const float v1 = in1 ? f.b1[c12 + c] : 0.0f, v2 = in2 ? f.b2[c12 + c] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+            a1[i][c] = v1, a2[i][c] = v2;
+    }
+#pragma unroll
+    for (int c = 0; c < TC3; c++) {
+        const float v3 = in3 ? f.b3[c3 + c] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+            a3[i][c] = v3;
+    }
+
+    /* Layer 1. */
+    wait_copies<1>(); /* x and W1 */
+    __syncthreads();
+    if (in1) {
+        chain<FragCols<TM, 4>>(a1, xs + rg * ldx, ldx, w1s + 4 * cg, SW, f.enc);
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                a1[i][c] = auxtrunk_canon_elu(a1[i][c]);
+    }
+    cluster_wait(); /* every block's mbarriers are initialised */
+    if (in1) {
+        push_rows<TM>(h1s, ld1, rg, c12, a1, bar1);
+        store_rows<TM, 4>(f.h1, f.n1, row0, rg, c12, f.batch, a1);
+    }
+    __syncthreads(); /* W1 is read: its space takes W3 */
+    stage_cols<W3>(w3s, f.w3, f.n2, f.aux, (int)rank * W3);
+    commit();
+
+    /* Layer 2. */
+    wait_copies<1>();
+    __syncthreads();
+    mbar_wait0(bar1);
+    if (in2) {
+        chain<FragCols<TM, 4>>(a2, h1s + rg * ld1, ld1, w2s + 4 * cg, SW, f.n1);
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                a2[i][c] = auxtrunk_canon_elu(a2[i][c]);
+        push_rows<TM>(h2s, ld2, rg, c12, a2, bar2);
+        store_rows<TM, 4>(f.h2, f.n2, row0, rg, c12, f.batch, a2);
+    }
+
+    /* Layer 3 (linear). Every push into this block has landed once bar2
+     * completes, so the block may exit after it. */
+    wait_copies<0>();
+    __syncthreads();
+    mbar_wait0(bar2);
+    if (in3) {
+        chain<FragCols<TM, TC3>>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
+        store_rows<TM, TC3>(f.out, f.aux, row0, rg, c3, f.batch, a3);
+    }
+}
+
+/* ----------------------------------------------------------- backward -- */
+
+struct Bwd {
+    const float *x, *h1, *h2, *dout, *w2, *w3;
+    float *dh2, *dh1, *nodes; /* workspace: [B, H2], [B, H1], [2][P] */
+    unsigned *flags;          /* workspace: FLAGS words, zero at launch */
+    float *grad[6];           /* dW1 db1 dW2 db2 dW3 db3 */
+    int off[7];               /* their offsets in the flat layout; off[6] = P */
+    int batch, enc, n1, n2, aux, accumulate;
+};
+
+/* Shared memory of the backward, in floats: the row-local stage (dout rows,
+ * dh2 rows, this block's rows of W3 and W2), then, reused, the gradient
+ * tiles' slabs. */
+__host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
+{
+    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4),
+                        STAGES * SLAB * 2 * 32);
+}
+
+/* One weight gradient dW [K, N] = Σ_b a[b, k] · g[b, n] and its bias
+ * gradient Σ_b g[b, n]. */
+struct GradOf {
+    const float *a, *g;
+    int K, N, w, b;         /* w, b: indices of dW and db in Bwd::grad / off */
+    const unsigned *ready;  /* per-block flags that g is complete, or NULL */
+};
+
+__device__ __forceinline__ GradOf grad_of(const Bwd &f, int which)
+{
+    if (which == 0)
+        return {f.h2, f.dout, f.n2, f.aux, 4, 5, nullptr};
+    if (which == 1)
+        return {f.h1, f.dh2, f.n1, f.n2, 2, 3, f.flags};
+    return {f.x, f.dh1, f.enc, f.n1, 0, 1, f.flags + MAX_BLOCKS};
+}
+
+/* Where a finished tile value goes: the gradient itself (one pair; with
+ * accumulate, old + value) or tree node `pair`. */
+__device__ __forceinline__ void put4(const Bwd &f, int which, int pairs, int pair, int index,
+                                     float4 v)
+{
+    if (pairs == 1) {
+        float4 *p = reinterpret_cast<float4 *>(f.grad[which] + index);
+        if (f.accumulate) {
+            const float4 o = *p;
+            v = make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w);
+        }
+        *p = v;
+    } else {
+        *reinterpret_cast<float4 *>(f.nodes + (size_t)pair * f.off[6] + f.off[which] + index) = v;
+    }
+}
+
+__device__ __forceinline__ void put1(const Bwd &f, int which, int pairs, int pair, int index,
+                                     float v)
+{
+    if (pairs == 1) {
+        float *p = f.grad[which] + index;
+        *p = f.accumulate ? *p + v : v;
+    } else {
+        f.nodes[(size_t)pair * f.off[6] + f.off[which] + index] = v;
+    }
+}
+
+/* Slab s of a tile: samples [b0 + SLAB s, ...) of a's columns k0.. and g's
+ * columns n0.. into buf [SLAB][32] x 2. */
+__device__ __forceinline__ void stage_slab(float *buf, const GradOf &G, int k0, int n0, int b,
+                                           int rows)
+{
+    float *as = buf, *gs = buf + SLAB * 32;
+    for (int p = threadIdx.x; p < rows * 8; p += NT) {
+        const int r = p / 8, q = 4 * (p % 8);
+        const bool oka = k0 + q < G.K, okg = n0 + q < G.N;
+        copy16(as + r * 32 + q, oka ? G.a + (size_t)(b + r) * G.K + k0 + q : G.a, oka);
+        copy16(gs + r * 32 + q, okg ? G.g + (size_t)(b + r) * G.N + n0 + q : G.g, okg);
+    }
+}
+
+/* dW tile [k0, k0 + 32) x [n0, n0 + 32) over the pair's samples [b0, b1):
+ * thread (tk, tn) = (t / 8, t % 8) keeps rows k0 + 2 tk + i (i < 2) and
+ * columns n0 + 4 tn + j; a warp reads 4 distinct 8-byte pieces of the
+ * activations and 8 distinct 16-byte pieces of the gradient per sample. */
+__device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, int k0, int n0,
+                            float *smem)
+{
+    const int b0 = pair * PAIR, b1 = min(f.batch, b0 + PAIR);
+    const int slabs = (b1 - b0 + SLAB - 1) / SLAB;
+    const int tk = threadIdx.x / 8, tn = threadIdx.x % 8;
+    float acc[2][4], left[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            acc[i][j] = 0.0f, left[i][j] = 0.0f;
+
+    /* Ring of STAGES slabs, one commit group per slab (empty past the end). */
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < slabs)
+            stage_slab(smem + s * SLAB * 64, G, k0, n0, b0 + s * SLAB,
+                       min(SLAB, b1 - b0 - s * SLAB));
+        commit();
+    }
+    for (int s = 0; s < slabs; s++) {
+        const int ahead = s + STAGES - 1;
+        if (ahead < slabs)
+            stage_slab(smem + (ahead % STAGES) * SLAB * 64, G, k0, n0, b0 + ahead * SLAB,
+                       min(SLAB, b1 - b0 - ahead * SLAB));
+        commit();
+        wait_copies<STAGES - 1>();
+        __syncthreads();
+        if (s == CHUNK / SLAB) { /* the right chunk of the pair starts */
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    left[i][j] = acc[i][j], acc[i][j] = 0.0f;
+        }
+        const float *as = smem + (s % STAGES) * SLAB * 64, *gs = as + SLAB * 32;
+        const int rows = min(SLAB, b1 - b0 - s * SLAB);
+#pragma unroll 4
+        for (int r = 0; r < rows; r++) {
+            const float2 a = *reinterpret_cast<const float2 *>(as + r * 32 + 2 * tk);
+            const float4 g = *reinterpret_cast<const float4 *>(gs + r * 32 + 4 * tn);
+            const float av[2] = {a.x, a.y}, gv[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = fmaf(av[i], gv[j], acc[i][j]);
+        }
+        __syncthreads(); /* slab s's buffer is staged again at s + STAGES */
+    }
+    const bool two = b1 - b0 > CHUNK;
+    const int n = n0 + 4 * tn;
+    if (n < G.N)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int k = k0 + 2 * tk + i;
+            if (k < G.K) {
+                float4 v = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+                if (two) /* left + right: the tree's first level */
+                    v = make_float4(left[i][0] + acc[i][0], left[i][1] + acc[i][1],
+                                    left[i][2] + acc[i][2], left[i][3] + acc[i][3]);
+                put4(f, G.w, pairs, pair, k * G.N + n, v);
+            }
+        }
+}
+
+/* Bias-gradient columns [n0, n0 + NT) over the pair: one column per thread,
+ * chunk by chunk in sample order, loads batched ahead of the ordered adds. */
+__device__ void bias_tile(const Bwd &f, const GradOf &G, int pairs, int pair, int n0)
+{
+    const int n = n0 + threadIdx.x;
+    if (n >= G.N)
+        return;
+    const int b0 = pair * PAIR, b1 = min(f.batch, b0 + PAIR);
+    float part[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int c0 = b0 + h * CHUNK, c1 = min(b1, c0 + CHUNK);
+        float p = 0.0f;
+        int b = c0;
+        for (; b + 8 <= c1; b += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                v[u] = __ldcg(G.g + (size_t)(b + u) * G.N + n);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                p = p + v[u];
+        }
+        for (; b < c1; b++)
+            p = p + __ldcg(G.g + (size_t)b * G.N + n);
+        part[h] = p;
+    }
+    put1(f, G.b, pairs, pair, n, b1 - b0 > CHUNK ? part[0] + part[1] : part[0]);
+}
+
+/* Stores this thread's TM x 4 outputs (columns c0 + cg + 8 j of rows
+ * rg + 16 i, the FragRows layout) to g [*, n] and, with push, into the
+ * buffer s [R][ld] of every block of the cluster (counted on bar). */
+template <int TM>
+__device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int c0, int cg,
+                                         int batch, const float (&v)[TM][4], float *s, int ld,
+                                         unsigned bar)
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int c = c0 + cg + 8 * j;
+        if (c >= n)
+            continue;
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            const int row = row0 + rg + 16 * i;
+            if (s)
+#pragma unroll
+                for (unsigned b = 0; b < CL; b++)
+                    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], "
+                                 "%1, [%2];" ::"r"(peer(smem_u32(s + (rg + 16 * i) * ld + c), b)),
+                                 "f"(v[i][j]), "r"(peer(bar, b))
+                                 : "memory");
+            if (row < batch)
+                g[(size_t)row * n + c] = v[i][j];
+        }
+    }
+}
+
+/* Post-activations y [*, n] at this thread's FragRows outputs (0 outside). */
+template <int TM>
+__device__ __forceinline__ void load_y(float (&y)[TM][4], const float *g, int n, int row0, int rg,
+                                       int c0, int cg, int batch)
+{
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int row = row0 + rg + 16 * i, c = c0 + cg + 8 * j;
+            y[i][j] = row < batch && c < n ? g[(size_t)row * n + c] : 0.0f;
+        }
+}
+
+template <int TM>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_kernel(Bwd f)
+{
+    constexpr int R = 16 * TM;
+    extern __shared__ __align__(16) float smem[];
+    __shared__ __align__(8) unsigned long long bar;
+    const int ldd = f.aux + 4, ld2 = f.n2 + 4;
+    float *ds = smem;             /* [R][ldd]: dout rows */
+    float *d2s = ds + R * ldd;    /* [R][ld2]: dh2_pre rows, filled by every block */
+    float *w3s = d2s + R * ld2;   /* [SW][ldd]: rows of W3 (H2 index) of this block */
+    float *w2s = w3s + SW * ldd;  /* [SW][ld2]: rows of W2 (H1 index) of this block */
+
+    const unsigned rank = cluster_rank();
+    const int row0 = (int)(blockIdx.x / CL) * R;
+    const int rg = threadIdx.x / 8, cg = threadIdx.x % 8;
+    const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
+    const unsigned b2 = smem_u32(&bar);
+
+    /* --- dh2_pre, dh1_pre for the cluster's rows (clusters past the batch
+     * only take gradient tiles) ------------------------------------------ */
+    if (row0 < f.batch) {
+        if (threadIdx.x == 0)
+            mbar_init_expect(b2, (unsigned)(R * f.n2 * 4));
+        stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
+        stage_rows(w3s, ldd, f.w3, f.aux, c0, SW, f.n2);
+        commit();
+        stage_rows(w2s, ld2, f.w2, f.n2, c0, SW, f.n1);
+        commit();
+        cluster_arrive_relaxed();
+
+        float y2[TM][4], y1[TM][4], a[TM][4] = {};
+        load_y<TM>(y2, f.h2, f.n2, row0, rg, c0, cg, f.batch);
+        load_y<TM>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
+        wait_copies<1>();
+        __syncthreads();
+        chain<FragRows<TM, 4>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y2[i][j]);
+        cluster_wait(); /* every block's mbarrier is initialised */
+        put_rows<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a, d2s, ld2, b2);
+        publish(f.flags + blockIdx.x);
+
+        wait_copies<0>();
+        __syncthreads();
+        mbar_wait0(b2); /* every push into this block has landed */
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                a[i][j] = 0.0f;
+        chain<FragRows<TM, 4>>(a, d2s + rg * ld2, ld2, w2s + cg * ld2, ld2, f.n2);
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y1[i][j]);
+        put_rows<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a, nullptr, 0, 0u);
+    } else {
+        publish(f.flags + blockIdx.x);
+    }
+    publish(f.flags + MAX_BLOCKS + blockIdx.x); /* also: shared memory is free again */
+
+    /* --- weight and bias gradients -------------------------------------- */
+    const int pairs = (f.batch + PAIR - 1) / PAIR;
+    int waited = -1; /* (gradient, pair) whose producers this block has awaited */
+    int item = 0;
+    for (int which = 0; which < 3; which++) {
+        const GradOf G = grad_of(f, which);
+        const int kt = (G.K + 31) / 32, nt = (G.N + 31) / 32, bt = (G.N + NT - 1) / NT;
+        const int per_pair = kt * nt + bt;
+        for (int i = 0; i < pairs * per_pair; i++, item++) {
+            if (item % (int)gridDim.x != (int)blockIdx.x)
+                continue;
+            const int pair = i / per_pair, j = i % per_pair;
+            if (G.ready && waited != which * 2 + pair) {
+                /* The blocks of every cluster holding rows of this pair. */
+                const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
+                await(G.ready + first * CL, (last - first + 1) * CL);
+                waited = which * 2 + pair;
+            }
+            if (j < kt * nt)
+                weight_tile(f, G, pairs, pair, 32 * (j / nt), 32 * (j % nt), smem);
+            else
+                bias_tile(f, G, pairs, pair, NT * (j - kt * nt));
+        }
+    }
+    if (pairs == 1)
+        return;
+
+    /* --- the last tree level: node 0 + node 1 ----------------------------- */
+    publish(f.flags + 2 * MAX_BLOCKS + blockIdx.x);
+    await(f.flags + 2 * MAX_BLOCKS, (int)gridDim.x);
+    const int P = f.off[6];
+    for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P; q += 4 * NT * (int)gridDim.x) {
+        const float4 l = __ldcg(reinterpret_cast<const float4 *>(f.nodes + q));
+        const float4 r = __ldcg(reinterpret_cast<const float4 *>(f.nodes + P + q));
+        float4 v = make_float4(l.x + r.x, l.y + r.y, l.z + r.z, l.w + r.w);
+        int w = 0;
+        while (q >= f.off[w + 1])
+            w++;
+        float4 *p = reinterpret_cast<float4 *>(f.grad[w] + (q - f.off[w]));
+        if (f.accumulate) {
+            const float4 o = *p;
+            v = make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w);
+        }
+        *p = v;
+    }
+}
+
+/* Checks that a cooperative launch of a cluster kernel is accepted here. */
+__global__ void __cluster_dims__(CL, 1, 1) v3_probe_kernel(int *out)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        *out = 1;
+}
+
+/* ---------------------------------------------------------------- host -- */
+
+/* Clusters of each TM (1, 2, 4) that fit on the device at once, measured at
+ * the domain's largest shared memory; -1 before v3_prepare. */
+int g_fwd_clusters[3] = {-1, -1, -1};
+int g_bwd_clusters[3] = {-1, -1, -1};
+int g_cooperative = 0;
+
+constexpr size_t FWD_SMEM_MAX(int tm) { return fwd_floats(tm, MAX_W, MAX_W, MAX_W, 4) * 4; }
+constexpr size_t BWD_SMEM_MAX(int tm) { return bwd_floats(tm, MAX_W, MAX_W) * 4; }
+static_assert(FWD_SMEM_MAX(4) <= 227 * 1024 && BWD_SMEM_MAX(4) <= 227 * 1024, "shared memory");
+
+template <typename K>
+cudaError_t fit(K *k, size_t smem, int *clusters)
+{
+    cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return e;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(CL);
+    cfg.blockDim = dim3(NT);
+    cfg.dynamicSmemBytes = smem;
+    int n = 0;
+    e = cudaOccupancyMaxActiveClusters(&n, k, &cfg);
+    if (e == cudaSuccess && (*clusters < 0 || n < *clusters))
+        *clusters = n;
+    return e;
+}
+
+template <int TM>
+cudaError_t prepare_tm(int slot)
+{
+    cudaError_t e;
+    if ((e = fit(v3_forward_kernel<TM, 2>, FWD_SMEM_MAX(TM), &g_fwd_clusters[slot])) ||
+        (e = fit(v3_forward_kernel<TM, 4>, FWD_SMEM_MAX(TM), &g_fwd_clusters[slot])) ||
+        (e = fit(v3_backward_kernel<TM>, BWD_SMEM_MAX(TM), &g_bwd_clusters[slot])))
+        return e;
+    return cudaSuccess;
+}
+
+/* Rows per thread (TM) and clusters of a launch: the smallest TM whose row
+ * blocks fit at once in at most MAX_CLUSTERS clusters; {0, 0} if none. The
+ * backward's grid is all the clusters that fit (its gradient tiles use
+ * every block); the forward's, one per row block. */
+struct Plan {
+    int tm, clusters;
+};
+Plan plan_of(int batch, const int *fit_clusters, bool whole_grid)
+{
+    for (int s = 0; s < 3; s++) {
+        const int tm = 1 << s, need = (batch + 16 * tm - 1) / (16 * tm);
+        const int cap = fit_clusters[s] < MAX_CLUSTERS ? fit_clusters[s] : MAX_CLUSTERS;
+        if (need <= cap)
+            return {tm, whole_grid ? cap : need};
+    }
+    return {0, 0};
+}
+
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Workspace layout of the fused backward (floats). */
+struct Layout {
+    size_t dh2, dh1, nodes, end;
+};
+inline Layout layout_of(atk_dims_t d, int batch)
+{
+    const v2_grad_layout_t g = v2_grad_layout(d);
+    Layout L;
+    L.dh2 = FLAGS; /* the flags come first: 384 words, 16-byte multiple */
+    L.dh1 = L.dh2 + (size_t)batch * d.h2;
+    L.nodes = L.dh1 + (size_t)batch * d.h1;
+    L.end = L.nodes + (batch > PAIR ? 2 * g.off[6] : 0);
+    return L;
+}
+
+template <int TM>
+cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
+{
+    const dim3 grid((unsigned)(clusters * CL));
+    if (f.aux <= CL * 8 * 2) { /* 16 output columns per block */
+        const size_t smem = fwd_floats(TM, f.enc, f.n1, f.n2, 2) * 4;
+        v3_forward_kernel<TM, 2><<<grid, NT, smem, s>>>(f);
+    } else {
+        const size_t smem = fwd_floats(TM, f.enc, f.n1, f.n2, 4) * 4;
+        v3_forward_kernel<TM, 4><<<grid, NT, smem, s>>>(f);
+    }
+    return cudaGetLastError();
+}
+
+template <int TM>
+cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(clusters * CL));
+    cfg.blockDim = dim3(NT);
+    cfg.dynamicSmemBytes = bwd_floats(TM, f.n2, f.aux) * 4;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, v3_backward_kernel<TM>, f);
+}
+
+} /* namespace */
+
+/* ---------------------------------------------------------- public API -- */
+
+extern "C" int v3_supported(atk_dims_t d)
+{
+    return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 && d.h1 % 4 == 0 &&
+           d.h2 % 4 == 0 && d.aux % 4 == 0 && d.enc <= MAX_W && d.h1 <= MAX_W &&
+           d.h2 <= MAX_W && d.aux <= MAX_W;
+}
+
+extern "C" size_t v3_workspace_floats(atk_dims_t d, int max_batch)
+{
+    const size_t v2 = v2_workspace_floats(d, max_batch);
+    const int b = max_batch < V3_MAX_BATCH ? max_batch : V3_MAX_BATCH;
+    const size_t v3 = v3_supported(d) ? layout_of(d, b).end : 0;
+    return v2 > v3 ? v2 : v3;
+}
+
+extern "C" cudaError_t v3_prepare(void)
+{
+    cudaError_t e;
+    if ((e = v2_prepare()) != cudaSuccess || (e = prepare_tm<1>(0)) != cudaSuccess ||
+        (e = prepare_tm<2>(1)) != cudaSuccess || (e = prepare_tm<4>(2)) != cudaSuccess)
+        return e;
+    /* A device that refuses cooperative cluster launches runs cuda-v2's
+     * backward instead (the flags need every block resident). */
+    int *probe;
+    if ((e = cudaMalloc(&probe, sizeof *probe)) != cudaSuccess)
+        return e;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(CL);
+    cfg.blockDim = dim3(32);
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int got = 0;
+    if (cudaMemset(probe, 0, sizeof *probe) == cudaSuccess &&
+        cudaLaunchKernelEx(&cfg, v3_probe_kernel, probe) == cudaSuccess &&
+        cudaDeviceSynchronize() == cudaSuccess)
+        cudaMemcpy(&got, probe, sizeof got, cudaMemcpyDeviceToHost);
+    (void)cudaGetLastError(); /* a refused launch is an answer, not an error */
+    g_cooperative = got == 1;
+    return cudaFree(probe);
+}
+
+extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                                  float *h1, float *h2, float *out, cudaStream_t stream)
+{
+    Plan plan = plan_of(batch, g_fwd_clusters, false);
+    if (plan.tm == 0) /* more row blocks than fit at once: two waves of 64-row blocks */
+        plan = {4, (batch + 63) / 64};
+    const bool fused = v3_supported(d) && batch <= V3_MAX_BATCH && aligned16(x) &&
+                       aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) &&
+                       aligned16(h1) && aligned16(h2) && aligned16(out);
+    if (!fused || plan.clusters > MAX_CLUSTERS)
+        return v2_forward(d, p, x, batch, h1, h2, out, stream);
+    const Fwd f = {x, p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1, h2, out,
+                   batch, d.enc, d.h1, d.h2, d.aux};
+    return plan.tm == 1 ? launch_forward<1>(f, plan.clusters, stream)
+         : plan.tm == 2 ? launch_forward<2>(f, plan.clusters, stream)
+                        : launch_forward<4>(f, plan.clusters, stream);
+}
+
+extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                   const float *h1, const float *h2, const float *dout, int batch,
+                                   const atk_grads_t *g, int accumulate, float *workspace,
+                                   cudaStream_t stream)
+{
+    const Plan plan = plan_of(batch, g_bwd_clusters, true);
+    float *const grad[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
+    bool fused = g_cooperative && plan.tm != 0 && v3_supported(d) && batch <= V3_MAX_BATCH &&
+                 aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
+                 aligned16(p->w2) && aligned16(p->w3) && aligned16(workspace);
+    for (int i = 0; i < 6; i++)
+        fused = fused && aligned16(grad[i]);
+    if (!fused)
+        return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+
+    const Layout L = layout_of(d, batch);
+    const v2_grad_layout_t gl = v2_grad_layout(d);
+    Bwd f = {};
+    f.x = x, f.h1 = h1, f.h2 = h2, f.dout = dout, f.w2 = p->w2, f.w3 = p->w3;
+    f.dh2 = workspace + L.dh2, f.dh1 = workspace + L.dh1, f.nodes = workspace + L.nodes;
+    f.flags = reinterpret_cast<unsigned *>(workspace);
+    for (int i = 0; i < 6; i++)
+        f.grad[i] = grad[i];
+    for (int i = 0; i < 7; i++)
+        f.off[i] = (int)gl.off[i];
+    f.batch = batch, f.enc = d.enc, f.n1 = d.h1, f.n2 = d.h2, f.aux = d.aux;
+    f.accumulate = accumulate;
+    cudaError_t e = cudaMemsetAsync(f.flags, 0, FLAGS * sizeof(unsigned), stream);
+    if (e != cudaSuccess)
+        return e;
+    return plan.tm == 1 ? launch_backward<1>(f, plan.clusters, stream)
+         : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
+                        : launch_backward<4>(f, plan.clusters, stream);
+}

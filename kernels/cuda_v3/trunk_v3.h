@@ -1,0 +1,82 @@
+/*
+ * trunk_v3.h — CUDA kernel version 3 of the auxtrunk trunk: the small-batch
+ * hot path (B <= V3_MAX_BATCH) as one persistent launch per call, and
+ * cuda-v2's kernels (kernels/cuda_v2, linked, not copied) everywhere else.
+ * Exact: every output element is computed in the canonical order of
+ * abi/auxtrunk_canon.h, bit-identical to the CPU reference; no atomics, no
+ * host synchronisation, every launch on the caller's stream; x is never
+ * differentiated.
+ *
+ * Math only: no ABI types. All pointers are device memory of the current
+ * device; shapes and layouts as in abi/auxtrunk.h.
+ *
+ * The fused path (trunk_v3.cu) runs when the topology is in its domain
+ * (every width a multiple of 4, ENC, H1, H2, AUX <= 256), the batch is at
+ * most V3_MAX_BATCH, and every pointer is 16-byte aligned:
+ *
+ *   forward:  one cluster launch. A cluster of 8 blocks owns 16, 32 or 64
+ *             batch rows (at most 16 clusters); block j owns column slice j
+ *             of every layer (32 columns of H1 and H2, AUX/8 of the output),
+ *             holds its weight slices in shared memory, and pushes each
+ *             hidden layer's slice into all eight blocks by st.async,
+ *             completing on the receiver's mbarrier (no cluster barrier per
+ *             layer).
+ *   backward: one cooperative cluster launch (after a memset of its 1.5 KiB
+ *             of flags): dh2_pre and dh1_pre row-local as in the forward
+ *             (dh2_pre pushed to the cluster), written to the workspace;
+ *             then every block takes weight- and bias-gradient tiles (dW3,
+ *             db3 first: they need nothing from this launch; dW2/db2 and
+ *             dW1/db1 wait on per-block flags, release store / acquire
+ *             poll); each tile covers one pair of 256-sample chunks and adds
+ *             the pair (the canonical tree's first level); for more than one
+ *             pair (B > 512) a flag grid barrier, then the last tree level.
+ *
+ * Workspace: v3_workspace_floats = the larger of cuda-v2's workspace and the
+ * fused path's (384 flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
+ * and two tree nodes of every parameter when max_batch > 512): the two paths
+ * never run in one call, so they share it.
+ */
+#ifndef AUXTRUNK_TRUNK_V3_H
+#define AUXTRUNK_TRUNK_V3_H
+
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+
+#include "trunk_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest batch the fused path takes (the DQN hot path). */
+#define V3_MAX_BATCH 1024
+
+/* Floats of workspace v3_backward needs for batches up to max_batch. */
+size_t v3_workspace_floats(atk_dims_t d, int max_batch);
+
+/* cuda-v2's preparation (v2_prepare), plus the fused kernels: raises their
+ * shared-memory limits, records how many of their clusters fit on the
+ * device at once (the backward's flags need every block resident), and
+ * checks that a cooperative cluster launch is accepted. Once per device at
+ * init. */
+cudaError_t v3_prepare(void);
+
+/* 1 if the topology is in the fused path's domain (above). */
+int v3_supported(atk_dims_t d);
+
+/* Forward: h1 [B,H1], h2 [B,H2] (recorded or scratch) and out [B,AUX]. */
+cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,
+                       float *h2, float *out, cudaStream_t stream);
+
+/* Backward: the six gradients (overwrite, or g = g + result if accumulate)
+ * from x, the recorded h1/h2 and dout. workspace holds v3_workspace_floats. */
+cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                        int accumulate, float *workspace, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AUXTRUNK_TRUNK_V3_H */

@@ -1,0 +1,753 @@
+/*
+ * floors.cu — auxtrunk-floors: measures the hardware costs that bound the
+ * fused trunk (cuda-v3) on the GPU it runs on, and prints them as tables
+ * (docs/floors-h200.md quotes them):
+ *
+ *   smem     shared-memory loads (32, 64, 128 bits) by distinct addresses
+ *            per warp: warp-instructions per SM clock, 1,024 threads per SM
+ *   dsmem    a layer exchange inside a cluster (8 and 16 blocks): every block
+ *            pushes one slice to every block, by st.async completing on the
+ *            receiver's mbarrier, or by plain remote stores and a cluster
+ *            barrier; and a one-way push + wait between two blocks
+ *   flags    a flag round trip between two blocks (release store, acquire
+ *            poll) and a grid barrier made of per-block flags (no atomics)
+ *   clock    the SM clock during a sustained FFMA load (clock64 against
+ *            %globaltimer), and the FFMA rate
+ *   graph    whether a cooperative launch, a cluster launch and both at once
+ *            are captured into a CUDA graph and replayed (and what a replay
+ *            of one such node, and of a memset node before it, costs)
+ *
+ *   auxtrunk-floors [smem|dsmem|flags|clock|graph|all]   (default all)
+ *
+ * Not a test: it asserts nothing about the numbers; it exits non-zero only
+ * when a CUDA call fails, and prints what failed.
+ */
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#define CK(call)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                     \
+                    cudaGetErrorString(e_));                                                  \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static cudaDeviceProp g_prop;
+
+__device__ __forceinline__ uint64_t gtimer()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+static double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/* ------------------------------------------------------------------ smem -- */
+
+constexpr int SMEM_ITERS = 2048;
+constexpr int SMEM_UNROLL = 8;
+
+/* W bytes per lane; lane l reads element (l % D) of a contiguous array, so a
+ * warp touches D distinct W-byte words, all in distinct banks when D*W <= 128. */
+template <int W>
+__global__ void __launch_bounds__(1024) smem_kernel(int distinct, unsigned long long *cycles,
+                                                    unsigned *sink)
+{
+    __shared__ __align__(16) unsigned buf[4096];
+    for (int i = threadIdx.x; i < 4096; i += blockDim.x)
+        buf[i] = i;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const unsigned base = (unsigned)__cvta_generic_to_shared(buf) + (unsigned)((lane % distinct) * W);
+    unsigned acc = 0;
+    __syncthreads();
+    const long long t0 = clock64();
+    for (int it = 0; it < SMEM_ITERS; it++) {
+#pragma unroll
+        for (int u = 0; u < SMEM_UNROLL; u++) {
+            /* Each unrolled load reads a different 512-byte row; volatile,
+             * so that ptxas neither merges nor hoists them out of the loop
+             * (without it the loads left the loop: 3.7 "loads" per clock). */
+            const unsigned a = base + (unsigned)(u * 512);
+            if constexpr (W == 4) {
+                unsigned v;
+                asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+                acc += v;
+            } else if constexpr (W == 8) {
+                unsigned v0, v1;
+                asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v0), "=r"(v1) : "r"(a));
+                acc += v0 ^ v1;
+            } else {
+                unsigned v0, v1, v2, v3;
+                asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                             : "r"(a));
+                acc += v0 ^ v1 ^ v2 ^ v3;
+            }
+        }
+    }
+    __syncthreads();
+    const long long t1 = clock64();
+    if (threadIdx.x == 0)
+        cycles[blockIdx.x] = (unsigned long long)(t1 - t0);
+    if (acc == 0x12345678u)
+        sink[0] = acc;
+}
+
+template <int W>
+static double smem_rate(int distinct)
+{
+    const int blocks = g_prop.multiProcessorCount;
+    unsigned long long *cyc;
+    unsigned *sink;
+    CK(cudaMalloc(&cyc, blocks * sizeof *cyc));
+    CK(cudaMalloc(&sink, sizeof *sink));
+    std::vector<double> rates;
+    for (int rep = 0; rep < 3; rep++) {
+        smem_kernel<W><<<blocks, 1024>>>(distinct, cyc, sink);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        std::vector<unsigned long long> h(blocks);
+        CK(cudaMemcpy(h.data(), cyc, blocks * sizeof *cyc, cudaMemcpyDeviceToHost));
+        for (int b = 0; b < blocks; b++)
+            rates.push_back(32.0 * SMEM_ITERS * SMEM_UNROLL / (double)h[b]);
+    }
+    CK(cudaFree(cyc));
+    CK(cudaFree(sink));
+    return median(rates);
+}
+
+static void run_smem()
+{
+    printf("\n## Shared-memory loads: warp-instructions per SM clock (1,024 threads per SM)\n\n");
+    const int ds[] = {1, 2, 4, 8, 16, 32};
+    printf("| distinct addresses per warp |");
+    for (int d : ds)
+        printf(" %d |", d);
+    printf("\n|---|---|---|---|---|---|---|\n");
+    printf("| LDS.32 |");
+    for (int d : ds)
+        printf(" %.2f |", smem_rate<4>(d));
+    printf("\n| LDS.64 |");
+    for (int d : ds)
+        printf(" %.2f |", smem_rate<8>(d));
+    printf("\n| LDS.128 |");
+    for (int d : ds)
+        printf(" %.2f |", smem_rate<16>(d));
+    printf("\n");
+}
+
+/* ----------------------------------------------------------------- dsmem -- */
+
+__device__ __forceinline__ unsigned smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ unsigned cluster_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned cluster_size()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned mapa(unsigned addr, unsigned rank)
+{
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "W: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra W;\n"
+                 "}" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void st_async4(unsigned raddr, float4 v, unsigned rbar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
+                 "{%1, %2, %3, %4}, [%5];" ::"r"(raddr),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rbar)
+                 : "memory");
+}
+
+/* One layer exchange: every block of the cluster owns `slice` floats and
+ * writes them into the same place of every block's buffer (CL slices), then
+ * waits until its own buffer is complete. mode 0: st.async + mbarrier;
+ * mode 1: plain st.shared::cluster + cluster barrier. Cycles from the start
+ * of the pushes to the end of the wait, per block. */
+__global__ void __launch_bounds__(128) exchange_kernel(int mode, int slice,
+                                                       unsigned long long *cycles)
+{
+    extern __shared__ __align__(16) float buf[];
+    __shared__ __align__(8) unsigned long long bar;
+    const unsigned cl = cluster_size(), rank = cluster_rank();
+    const unsigned b = smem_addr(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_expect_tx(b, cl * slice * 4u);
+    }
+    cluster_sync(); /* every barrier initialised before anyone pushes */
+    const long long t0 = clock64();
+    const unsigned mine = smem_addr(buf + rank * slice);
+    for (int i = 4 * threadIdx.x; i < slice; i += 4 * blockDim.x) {
+        const float4 v = make_float4(rank, i, 1.0f, 2.0f);
+        for (unsigned p = 0; p < cl; p++) {
+            const unsigned dst = mapa(mine + 4u * i, p);
+            if (mode == 0)
+                st_async4(dst, v, mapa(b, p));
+            else
+                asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(dst),
+                             "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                             : "memory");
+        }
+    }
+    if (mode == 0)
+        mbar_wait(b, 0);
+    else
+        cluster_sync();
+    __syncthreads();
+    const long long t1 = clock64();
+    if (threadIdx.x == 0)
+        cycles[blockIdx.x] = (unsigned long long)(t1 - t0);
+    if (mode == 0)
+        cluster_sync(); /* nobody exits while a peer may still push into it */
+}
+
+/* Ping-pong between ranks 0 and 1: rank 0 pushes 16 bytes into rank 1 and
+ * waits for rank 1's push back; `iters` round trips. */
+__global__ void __launch_bounds__(32) pingpong_kernel(int iters, unsigned long long *cycles)
+{
+    __shared__ __align__(16) float slot[4];
+    __shared__ __align__(8) unsigned long long bar;
+    const unsigned rank = cluster_rank();
+    const unsigned b = smem_addr(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster_sync();
+    if (threadIdx.x == 0 && rank < 2) {
+        const unsigned other = rank ^ 1u;
+        const unsigned dst = mapa(smem_addr(slot), other), rb = mapa(b, other);
+        const long long t0 = clock64();
+        for (int i = 0; i < iters; i++) {
+            const unsigned parity = (unsigned)i & 1u;
+            if (rank == 0) {
+                mbar_expect_tx(b, 16);
+                st_async4(dst, make_float4(i, 0, 0, 0), rb);
+                mbar_wait(b, parity);
+            } else {
+                mbar_expect_tx(b, 16);
+                mbar_wait(b, parity);
+                st_async4(dst, make_float4(i, 0, 0, 0), rb);
+            }
+        }
+        const long long t1 = clock64();
+        if (rank == 0)
+            cycles[0] = (unsigned long long)(t1 - t0);
+    }
+    cluster_sync();
+}
+
+static cudaLaunchConfig_t cluster_cfg(cudaLaunchAttribute *attr, unsigned cl, unsigned blocks,
+                                      unsigned threads, size_t smem)
+{
+    cudaLaunchConfig_t cfg = {};
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cl;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+static int max_clusters(const void *k, unsigned cl, unsigned threads, size_t smem)
+{
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = cluster_cfg(attr, cl, cl, threads, smem);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return n;
+}
+
+static void run_dsmem()
+{
+    printf("\n## Cluster exchange (one layer: every block pushes its slice to every block)\n\n");
+    CK(cudaFuncSetAttribute(exchange_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    CK(cudaFuncSetAttribute(pingpong_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    CK(cudaFuncSetAttribute(exchange_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            200 * 1024));
+    printf("Most co-resident clusters of 128-thread blocks (cudaOccupancyMaxActiveClusters):\n\n");
+    printf("| cluster | 32 KiB / block | 100 KiB / block | 150 KiB / block | 200 KiB / block |\n");
+    printf("|---|---|---|---|---|\n");
+    for (unsigned cl : {8u, 16u})
+        printf("| %u | %d | %d | %d | %d |\n", cl,
+               max_clusters((const void *)exchange_kernel, cl, 128, 32 * 1024),
+               max_clusters((const void *)exchange_kernel, cl, 128, 100 * 1024),
+               max_clusters((const void *)exchange_kernel, cl, 128, 150 * 1024),
+               max_clusters((const void *)exchange_kernel, cl, 128, 200 * 1024));
+
+    printf("\nCycles from the first push to the complete buffer, median over blocks and 20 "
+           "launches (16 clusters):\n\n");
+    printf("| cluster | slice (floats per block) | st.async + mbarrier | st.shared::cluster + "
+           "barrier.cluster |\n|---|---|---|---|\n");
+    unsigned long long *cyc;
+    CK(cudaMalloc(&cyc, 512 * sizeof *cyc));
+    for (unsigned cl : {8u, 16u}) {
+        for (int slice : {512, 2048}) { /* 16 rows x 32 columns; 64 x 32 */
+            double med[2];
+            for (int mode = 0; mode < 2; mode++) {
+                std::vector<double> v;
+                const unsigned blocks = 16 * cl;
+                for (int rep = 0; rep < 20; rep++) {
+                    cudaLaunchAttribute attr[1];
+                    cudaLaunchConfig_t cfg =
+                        cluster_cfg(attr, cl, blocks, 128, (size_t)cl * slice * sizeof(float));
+                    CK(cudaLaunchKernelEx(&cfg, exchange_kernel, mode, slice, cyc));
+                    CK(cudaDeviceSynchronize());
+                    std::vector<unsigned long long> h(blocks);
+                    CK(cudaMemcpy(h.data(), cyc, blocks * sizeof *cyc, cudaMemcpyDeviceToHost));
+                    for (unsigned b = 0; b < blocks; b++)
+                        v.push_back((double)h[b]);
+                }
+                med[mode] = median(v);
+            }
+            printf("| %u | %d | %.0f | %.0f |\n", cl, slice, med[0], med[1]);
+        }
+    }
+    printf("\nOne-way push + mbarrier wait between two blocks of a cluster (ping-pong, 10,000 "
+           "round trips):\n\n| cluster | cycles one way |\n|---|---|\n");
+    for (unsigned cl : {8u, 16u}) {
+        cudaLaunchAttribute attr[1];
+        cudaLaunchConfig_t cfg = cluster_cfg(attr, cl, cl, 32, 0);
+        CK(cudaLaunchKernelEx(&cfg, pingpong_kernel, 10000, cyc));
+        CK(cudaDeviceSynchronize());
+        unsigned long long h;
+        CK(cudaMemcpy(&h, cyc, sizeof h, cudaMemcpyDeviceToHost));
+        printf("| %u | %.0f |\n", cl, h / 20000.0);
+    }
+    CK(cudaFree(cyc));
+}
+
+/* ----------------------------------------------------------------- flags -- */
+
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Blocks 0 and 1 (on different SMs: each takes most of an SM's shared
+ * memory) bounce a counter through two flags. */
+__global__ void pingflag_kernel(unsigned *flags, int iters, unsigned long long *out)
+{
+    extern __shared__ float pad[];
+    if (threadIdx.x != 0)
+        return;
+    pad[0] = 0.0f;
+    const unsigned b = blockIdx.x;
+    const uint64_t t0 = gtimer();
+    const long long c0 = clock64();
+    for (int i = 1; i <= iters; i++) {
+        if (b == 0) {
+            st_release(&flags[0], i);
+            while (ld_acquire(&flags[32]) != (unsigned)i) {
+            }
+        } else {
+            while (ld_acquire(&flags[0]) != (unsigned)i) {
+            }
+            st_release(&flags[32], i);
+        }
+    }
+    if (b == 0) {
+        out[0] = gtimer() - t0;
+        out[1] = (unsigned long long)(clock64() - c0);
+    }
+}
+
+/* A grid barrier of per-block flags: block j's thread 0 publishes round i in
+ * flags[j]; every block's first `gridDim.x` threads each poll one flag. */
+__global__ void gridbar_kernel(unsigned *flags, int rounds, unsigned long long *out)
+{
+    extern __shared__ float pad[]; /* only to keep one block per SM */
+    if (threadIdx.x == 0)
+        pad[0] = 0.0f;
+    const uint64_t t0 = gtimer();
+    for (int i = 1; i <= rounds; i++) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            st_release(&flags[blockIdx.x * 32], i);
+        }
+        for (unsigned j = threadIdx.x; j < gridDim.x; j += blockDim.x)
+            while ((int)(ld_acquire(&flags[j * 32]) - (unsigned)i) < 0) {
+            }
+        __syncthreads();
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        out[0] = gtimer() - t0;
+}
+
+static void run_flags()
+{
+    printf("\n## Grid flags (release store, acquire poll; no atomics)\n\n");
+    unsigned *flags;
+    unsigned long long *out, h[2];
+    CK(cudaMalloc(&flags, 132 * 32 * 4 * 8));
+    CK(cudaMalloc(&out, 2 * sizeof *out));
+    const size_t big = 150 * 1024;
+    CK(cudaFuncSetAttribute(pingflag_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, big));
+    CK(cudaFuncSetAttribute(gridbar_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, big));
+    const int iters = 20000;
+    CK(cudaMemset(flags, 0, 64 * 4));
+    pingflag_kernel<<<2, 32, big>>>(flags, iters, out);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
+    printf("| measurement | value |\n|---|---|\n");
+    printf("| flag round trip between two SMs | %.0f ns (%.0f SM cycles) |\n",
+           (double)h[0] / iters, (double)h[1] / iters);
+    for (int blocks : {16, 64, 128, g_prop.multiProcessorCount}) {
+        const int rounds = 2000;
+        CK(cudaMemset(flags, 0, 132 * 32 * 4 * 8));
+        gridbar_kernel<<<blocks, 128, big>>>(flags, rounds, out);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(h, out, sizeof h[0], cudaMemcpyDeviceToHost));
+        printf("| flag grid barrier, %d blocks (one per SM) | %.0f ns |\n", blocks,
+               (double)h[0] / rounds);
+    }
+    CK(cudaFree(flags));
+    CK(cudaFree(out));
+}
+
+/* ----------------------------------------------------------------- clock -- */
+
+__global__ void __launch_bounds__(1024) ffma_kernel(int iters, float *sink,
+                                                    unsigned long long *out)
+{
+    float a[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        a[i] = threadIdx.x * 1e-3f + i;
+    const float m = 0.999999f, c = 1e-7f;
+    const uint64_t t0 = gtimer();
+    const long long c0 = clock64();
+    for (int it = 0; it < iters; it++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            a[i] = fmaf(a[i], m, c);
+    const long long c1 = clock64();
+    const uint64_t t1 = gtimer();
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        s += a[i];
+    if (s == 12345.0f)
+        sink[0] = s;
+    if (threadIdx.x == 0) {
+        out[2 * blockIdx.x] = t1 - t0;
+        out[2 * blockIdx.x + 1] = (unsigned long long)(c1 - c0);
+    }
+}
+
+static void run_clock()
+{
+    printf("\n## SM clock under a sustained FFMA load\n\n");
+    const int blocks = g_prop.multiProcessorCount, iters = 4 << 20;
+    float *sink;
+    unsigned long long *out;
+    CK(cudaMalloc(&sink, 4));
+    CK(cudaMalloc(&out, 2 * blocks * sizeof *out));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    printf("| run | kernel ms | SM clock (clock64 / globaltimer) | FFMA TFLOP/s | FFMA warp-instr. / SM "
+           "clock |\n|---|---|---|---|---|\n");
+    for (int rep = 0; rep < 3; rep++) {
+        CK(cudaEventRecord(e0));
+        ffma_kernel<<<blocks, 1024>>>(iters, sink, out);
+        CK(cudaEventRecord(e1));
+        CK(cudaGetLastError());
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        std::vector<unsigned long long> h(2 * blocks);
+        CK(cudaMemcpy(h.data(), out, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
+        std::vector<double> mhz, cyc;
+        for (int b = 0; b < blocks; b++) {
+            mhz.push_back(1e3 * (double)h[2 * b + 1] / (double)h[2 * b]);
+            cyc.push_back((double)h[2 * b + 1]);
+        }
+        const double ffma = 8.0 * iters * 1024.0 * blocks;
+        printf("| %d | %.1f | %.0f MHz | %.1f | %.2f |\n", rep, ms, median(mhz),
+               2.0 * ffma / (ms * 1e-3) / 1e12, 8.0 * iters * 32.0 / median(cyc));
+    }
+    CK(cudaFree(sink));
+    CK(cudaFree(out));
+}
+
+/* ----------------------------------------------------------------- graph -- */
+
+/* Writes, for each block, 1 + its cluster size; with `barrier`, first waits
+ * at a flag grid barrier (which needs every block resident). */
+__global__ void probe_kernel(unsigned *flags, unsigned epoch, int barrier, unsigned *out)
+{
+    if (barrier) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            st_release(&flags[blockIdx.x], epoch);
+        }
+        for (unsigned j = threadIdx.x; j < gridDim.x; j += blockDim.x)
+            while (ld_acquire(&flags[j]) != epoch) {
+            }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = 1 + cluster_size();
+}
+
+struct launch_kind {
+    const char *name;
+    bool cooperative, cluster;
+};
+
+static cudaError_t probe_launch(launch_kind k, unsigned blocks, unsigned *flags, unsigned epoch,
+                                int barrier, unsigned *out, cudaStream_t s)
+{
+    cudaLaunchAttribute attr[2];
+    int n = 0;
+    if (k.cluster) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = 8;
+        attr[n].val.clusterDim.y = 1;
+        attr[n].val.clusterDim.z = 1;
+        n++;
+    }
+    if (k.cooperative) {
+        attr[n].id = cudaLaunchAttributeCooperative;
+        attr[n].val.cooperative = 1;
+        n++;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(128);
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = n;
+    return cudaLaunchKernelEx(&cfg, probe_kernel, flags, epoch, barrier, out);
+}
+
+static bool probe_ok(const unsigned *out, unsigned blocks, unsigned want)
+{
+    std::vector<unsigned> h(blocks);
+    if (cudaMemcpy(h.data(), out, blocks * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return false;
+    for (unsigned b = 0; b < blocks; b++)
+        if (h[b] != want)
+            return false;
+    return true;
+}
+
+static void run_graph()
+{
+    printf("\n## CUDA graphs: capture and replay of cooperative and cluster launches\n\n");
+    const launch_kind kinds[] = {{"plain", false, false},
+                                 {"cooperative", true, false},
+                                 {"cluster (8)", false, true},
+                                 {"cooperative + cluster (8)", true, true}};
+    const unsigned blocks = 128;
+    unsigned *flags, *out;
+    CK(cudaMalloc(&flags, blocks * 4));
+    CK(cudaMalloc(&out, blocks * 4));
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    printf("| launch (128 blocks, flag grid barrier inside) | eager | captured | instantiated | "
+           "replayed, right result | node keeps cooperative | replay µs | memset + replay µs "
+           "| memset + replay with barrier µs |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (const launch_kind &k : kinds) {
+        const unsigned want = 1 + (k.cluster ? 8 : 1);
+        CK(cudaMemset(flags, 0, blocks * 4));
+        CK(cudaMemset(out, 0, blocks * 4));
+        cudaError_t e = probe_launch(k, blocks, flags, 1, 1, out, s);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
+        const bool eager = e == cudaSuccess && probe_ok(out, blocks, want);
+        const char *eager_s = eager ? "ok" : cudaGetErrorString(e);
+        cudaGetLastError();
+
+        /* Three graphs: m = 0 the kernel alone (no barrier: its replays
+         * repeat the epoch), m = 1 a memset of the flags then the kernel with
+         * its barrier (checked), m = 2 the memset then the kernel without
+         * the barrier (the memset node's price against m = 0). */
+        const char *cap = "no", *inst = "no", *rep = "no", *coop = "—";
+        double us[3] = {0, 0, 0};
+        cudaGraph_t g[3] = {nullptr, nullptr, nullptr};
+        cudaGraphExec_t x[3] = {nullptr, nullptr, nullptr};
+        bool captured = true;
+        for (int m = 0; m < 3 && captured; m++) {
+            if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+                captured = false;
+                break;
+            }
+            if (m >= 1)
+                cudaMemsetAsync(flags, 0, blocks * 4, s);
+            const cudaError_t le = probe_launch(k, blocks, flags, 2, m == 1, out, s);
+            const cudaError_t ce = cudaStreamEndCapture(s, &g[m]);
+            if (le != cudaSuccess || ce != cudaSuccess) {
+                captured = false;
+                cap = cudaGetErrorString(le != cudaSuccess ? le : ce);
+                cudaGetLastError();
+            }
+        }
+        if (captured) {
+            cap = "ok";
+            bool instantiated = true;
+            for (int m = 0; m < 3; m++)
+                if (cudaGraphInstantiate(&x[m], g[m], 0) != cudaSuccess) {
+                    instantiated = false;
+                    cudaGetLastError();
+                }
+            if (instantiated) {
+                inst = "ok";
+                CK(cudaMemset(out, 0, blocks * 4));
+                cudaError_t re = cudaGraphLaunch(x[1], s);
+                if (re == cudaSuccess)
+                    re = cudaStreamSynchronize(s);
+                rep = re == cudaSuccess && probe_ok(out, blocks, want) ? "yes" : cudaGetErrorString(re);
+                cudaGetLastError();
+                /* Is the kernel node still cooperative? */
+                size_t nn = 0;
+                cudaGraphGetNodes(g[1], nullptr, &nn);
+                std::vector<cudaGraphNode_t> nodes(nn);
+                cudaGraphGetNodes(g[1], nodes.data(), &nn);
+                for (cudaGraphNode_t node : nodes) {
+                    cudaGraphNodeType t;
+                    cudaGraphNodeGetType(node, &t);
+                    if (t != cudaGraphNodeTypeKernel)
+                        continue;
+                    cudaLaunchAttributeValue v;
+                    if (cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributeCooperative, &v) ==
+                        cudaSuccess)
+                        coop = v.cooperative ? "yes" : "no";
+                    else
+                        coop = "unknown";
+                    cudaGetLastError();
+                }
+                /* Replay costs: 200 replays each, after 20 warm-ups. */
+                for (int m = 0; m < 3; m++) {
+                    std::vector<double> t;
+                    for (int i = 0; i < 220; i++) {
+                        CK(cudaEventRecord(e0, s));
+                        CK(cudaGraphLaunch(x[m], s));
+                        CK(cudaEventRecord(e1, s));
+                        CK(cudaEventSynchronize(e1));
+                        float ms;
+                        CK(cudaEventElapsedTime(&ms, e0, e1));
+                        if (i >= 20)
+                            t.push_back(ms * 1e3);
+                    }
+                    us[m] = median(t);
+                }
+            }
+        }
+        printf("| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f |\n", k.name, eager_s, cap,
+               inst, rep, coop, us[0], us[2], us[1]);
+        for (int m = 0; m < 3; m++) {
+            if (x[m])
+                cudaGraphExecDestroy(x[m]);
+            if (g[m])
+                cudaGraphDestroy(g[m]);
+        }
+    }
+    CK(cudaStreamDestroy(s));
+    CK(cudaFree(flags));
+    CK(cudaFree(out));
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "all";
+    if (!strcmp(what, "--help") || !strcmp(what, "-h")) {
+        printf("usage: auxtrunk-floors [smem|dsmem|flags|clock|graph|all]\n"
+               "Measures the hardware costs behind docs/floors-h200.md on the current GPU\n"
+               "and prints them as Markdown tables.\n");
+        return 0;
+    }
+    CK(cudaGetDeviceProperties(&g_prop, 0));
+    printf("# auxtrunk-floors on %s (%d SMs, cc %d.%d, %d KiB shared memory per SM)\n",
+           g_prop.name, g_prop.multiProcessorCount, g_prop.major, g_prop.minor,
+           (int)(g_prop.sharedMemPerMultiprocessor / 1024));
+    const bool all = !strcmp(what, "all");
+    bool any = false;
+    if (all || !strcmp(what, "clock"))
+        run_clock(), any = true;
+    if (all || !strcmp(what, "smem"))
+        run_smem(), any = true;
+    if (all || !strcmp(what, "dsmem"))
+        run_dsmem(), any = true;
+    if (all || !strcmp(what, "flags"))
+        run_flags(), any = true;
+    if (all || !strcmp(what, "graph"))
+        run_graph(), any = true;
+    if (!any) {
+        fprintf(stderr, "auxtrunk-floors: unknown measurement '%s' (try --help)\n", what);
+        return 2;
+    }
+    return 0;
+}
