@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auxtrunk.h"
 #include "auxtrunk_canon.h"
 #include "cpb_isa.h"
 #include "cpb_pool.h"
@@ -55,12 +56,6 @@ static size_t round_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS 
 
 /* ------------------------------------------------------------------------- */
 /* The object and its workspace                                              */
-
-/* Offsets of the six gradients in one partial set (the flat parameter order
- * of abi/auxtrunk.h: W1, b1, W2, b2, W3, b3). */
-typedef struct set_layout {
-    size_t w1, b1, w2, b2, w3, b3, count;
-} set_layout_t;
 
 /* A thread's scratch: one packed A tile, a row tile of each hidden layer,
  * one register tile. */
@@ -79,7 +74,8 @@ struct cpb_trunk {
     int32_t levels; /* tree stack depth for max_batch; 0 when one chunk */
     const cpb_ops_t *ops;
     cpb_pool_t *pool;
-    set_layout_t set;
+    size_t set;     /* floats of one partial set: the flat parameter layout of
+                       abi/auxtrunk.h (AUXTRUNK_*_OFFSET) */
     size_t bytes;
     float *mem; /* every buffer below */
 
@@ -90,31 +86,13 @@ struct cpb_trunk {
     /* one chunk's dW operands: B panels of dout, dh2_pre, dh1_pre and A
      * tiles of h2, h1, x, each with depth cr (the chunk's samples) */
     float *g3, *g2, *g1, *a3, *a2, *a1;
-    float *stack; /* [levels][set.count] pending tree nodes */
+    float *stack; /* [levels][set] pending tree nodes */
     scratch_t *scratch; /* one per thread */
 };
 
-static set_layout_t set_layout(atk_dims_t d)
-{
-    set_layout_t s;
-    s.w1 = 0;
-    s.b1 = s.w1 + (size_t)d.enc * d.h1;
-    s.w2 = s.b1 + (size_t)d.h1;
-    s.b2 = s.w2 + (size_t)d.h1 * d.h2;
-    s.w3 = s.b2 + (size_t)d.h2;
-    s.b3 = s.w3 + (size_t)d.h2 * d.aux;
-    s.count = s.b3 + (size_t)d.aux;
-    return s;
-}
-
-/* floor(log2(nc)) + 1: the most sets the stack holds for nc chunks. */
-static int32_t stack_levels(int32_t nc)
-{
-    int32_t levels = 1;
-    while (levels < 31 && (INT32_C(1) << levels) <= nc)
-        levels++;
-    return levels;
-}
+/* floor(log2(nc)) + 1, the bits of nc: the most sets the stack holds for nc
+ * chunks (see kernels/cpu/cpu_trunk.c). */
+static int32_t stack_levels(int32_t nc) { return 32 - __builtin_clz((unsigned)nc); }
 
 /* Floats of B panels for n columns of depth `depth`, of A tiles for m rows. */
 static size_t panel_floats(const cpb_trunk_t *t, int32_t n, int32_t depth)
@@ -151,7 +129,7 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
     TAKE(t->a3, tile_floats(t, d.h2, t->cr));
     TAKE(t->a2, tile_floats(t, d.h1, t->cr));
     TAKE(t->a1, tile_floats(t, d.enc, t->cr));
-    TAKE(t->stack, (size_t)t->levels * t->set.count);
+    TAKE(t->stack, (size_t)t->levels * t->set);
     const int32_t depth = max_i32(max_i32(d.enc, d.h1), max_i32(d.h2, d.aux));
     for (int32_t i = 0; i < threads; i++) {
         scratch_t *s = &t->scratch[i];
@@ -181,7 +159,7 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
     t->cr = min_i32(C, cfg->max_batch);
     const int32_t nc = auxtrunk_canon_chunks(cfg->max_batch);
     t->levels = nc > 1 ? stack_levels(nc) : 0;
-    t->set = set_layout(t->d);
+    t->set = AUXTRUNK_PARAM_COUNT(&t->d);
     cpb_status_t st = CPB_E_MEMORY;
     if (!(t->scratch = calloc((size_t)threads, sizeof *t->scratch)))
         goto fail_scratch;
@@ -465,13 +443,16 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     region_t r;
     int32_t p;
     if (i < n3) {
-        a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3, ow = t->set.w3, ob = t->set.b3;
+        a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3;
+        ow = AUXTRUNK_W3_OFFSET(&d), ob = AUXTRUNK_B3_OFFSET(&d);
         r.K = d.h2, r.N = d.aux, p = i;
     } else if (i < n3 + n2) {
-        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2, ow = t->set.w2, ob = t->set.b2;
+        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
+        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
         r.K = d.h1, r.N = d.h2, p = i - n3;
     } else {
-        a = t->a1, g = t->g1, gw = c->g->dw1, gb = c->g->db1, ow = t->set.w1, ob = t->set.b1;
+        a = t->a1, g = t->g1, gw = c->g->dw1, gb = c->g->db1;
+        ow = AUXTRUNK_W1_OFFSET(&d), ob = AUXTRUNK_B1_OFFSET(&d);
         r.K = d.enc, r.N = d.h1, p = i - n3 - n2;
     }
     r.c0 = p * nr;
@@ -487,8 +468,8 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     float *dw = gw, *db = gb;
     if (!single) {
         depth = __builtin_popcount((unsigned)c->chunk);
-        dw = t->stack + (size_t)depth * t->set.count + ow;
-        db = t->stack + (size_t)depth * t->set.count + ob;
+        dw = t->stack + (size_t)depth * t->set + ow;
+        db = t->stack + (size_t)depth * t->set + ob;
     }
 
     /* Section 3, chunk partials: pw[k, n] = Σ_b a[b,k]·g[b,n] (fmaf chain),
@@ -522,7 +503,7 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     /* The binary counter's carries for this region (see the file comment),
      * then, after the last chunk, the fold and the store. */
     float *st = t->stack;
-    const size_t n = t->set.count;
+    const size_t n = t->set;
     depth++;
     for (uint32_t pushed = (uint32_t)c->chunk + 1; (pushed & 1u) == 0; pushed >>= 1, depth--)
         region_combine(&r, st + (size_t)(depth - 2) * n + ow, st + (size_t)(depth - 2) * n + ob,
