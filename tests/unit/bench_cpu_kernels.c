@@ -5,7 +5,7 @@
  * backward and their sum (one training step of the trunk). A program, not a
  * test; docs/cpu-perf.md holds its results beside tests/unit/bench_numpy.py.
  *
- *   bench_cpu_kernels [--threads N] [--reps N] [--isa scalar|avx2|avx512] [B ...]
+ *   bench_cpu_kernels [--threads N] [--reps N] [--isa NAME] [--only NAME] [B ...]
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -45,11 +45,13 @@ static float *randoms(tst_rng_t *r, size_t n, float a)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bench_cpu_kernels [--threads N] [--reps N] [--isa scalar|avx2|avx512] [B ...]\n"
+            "usage: bench_cpu_kernels [--threads N] [--reps N] [--isa NAME] [--only NAME] [B ...]\n"
             "  --threads N  threads of cpu-blocked, the caller's included (default: the CPUs\n"
             "               this process may run on); cpu-ref always runs on one\n"
             "  --reps N     timed repetitions per batch and kernel set, median (default 101)\n"
-            "  --isa NAME   cpu-blocked's instruction set (default: the widest this CPU runs)\n"
+            "  --isa NAME   cpu-blocked's instruction set: scalar, avx2 or avx512 (default: the\n"
+            "               widest this CPU runs)\n"
+            "  --only NAME  time only cpu-ref or only cpu-blocked\n"
             "  B ...        batch sizes (default 1 64 256 1024)\n"
             "Production topology 256/256/256/128; inputs fixed per batch (warm caches).\n");
 }
@@ -88,6 +90,7 @@ int main(int argc, char **argv)
     cpu_set_t set;
     int threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     cpb_isa_t isa = CPB_ISA_AUTO;
+    int run_ref = 1, run_blocked = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -105,6 +108,14 @@ int main(int argc, char **argv)
                                          : (cpb_isa_t)-1;
             if (isa == (cpb_isa_t)-1) {
                 fprintf(stderr, "bench_cpu_kernels: unknown --isa %s\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--only") && i + 1 < argc) {
+            const char *v = argv[++i];
+            run_ref = !strcmp(v, "cpu-ref");
+            run_blocked = !strcmp(v, "cpu-blocked");
+            if (!run_ref && !run_blocked) {
+                fprintf(stderr, "bench_cpu_kernels: unknown --only %s\n", v);
                 return 2;
             }
         } else if (a[0] != '-' && atoi(a) > 0 && nb < 32) {
@@ -153,14 +164,18 @@ int main(int argc, char **argv)
         const double macs = (double)B * (256.0 * 256 + 256.0 * 256 + 256.0 * 128);
         const double flops = 2.0 * (macs + macs + (double)B * (256.0 * 256 + 256.0 * 128));
         timing_t tr, tbk;
-        TIME_STEPS(reps, tr, cpu_trunk_forward(d, &p, x, B, h1, h2, out),
-                   cpu_trunk_backward(d, &p, x, h1, h2, dout, B, &g, 0, ws));
-        TIME_STEPS(reps, tbk, cpb_forward(t, &p, x, B, h1, h2, out),
-                   cpb_backward(t, &p, x, h1, h2, dout, B, &g, 0));
-        printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-ref", tr.fwd, tr.bwd, tr.step,
-               flops / tr.step * 1e-3);
-        printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-blocked", tbk.fwd, tbk.bwd,
-               tbk.step, flops / tbk.step * 1e-3);
+        if (run_ref) {
+            TIME_STEPS(reps, tr, cpu_trunk_forward(d, &p, x, B, h1, h2, out),
+                       cpu_trunk_backward(d, &p, x, h1, h2, dout, B, &g, 0, ws));
+            printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-ref", tr.fwd, tr.bwd,
+                   tr.step, flops / tr.step * 1e-3);
+        }
+        if (run_blocked) {
+            TIME_STEPS(reps, tbk, cpb_forward(t, &p, x, B, h1, h2, out),
+                       cpb_backward(t, &p, x, h1, h2, dout, B, &g, 0));
+            printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-blocked", tbk.fwd,
+                   tbk.bwd, tbk.step, flops / tbk.step * 1e-3);
+        }
         fflush(stdout);
         free(ws);
         free(out);
