@@ -11,7 +11,8 @@
  *   canon     one odd shape against canon32, the literal canonical order
  *   plugin    AUXTRUNK_CPU_THREADS sets the workers a handle starts (invalid
  *             values fall back to the CPUs), destroy leaves no thread, and
- *             the plugin's results equal the reference for each count
+ *             the plugin's results equal the reference for each count; a
+ *             worker the system refuses is a status, with no thread left
  *
  * Fork mode; seeded inputs, the seed printed once (AUXTRUNK_SEED reproduces).
  * Shape letters: B batch, ENC, H1, H2, AUX.
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "auxtrunk.h"
 #include "bits.h"
@@ -421,6 +423,53 @@ START_TEST(test_plugin_threads)
 }
 END_TEST
 
+/* The address space capped margin_kib above what the process uses, so that
+ * only so many workers' stacks (512 KiB each) can be mapped while small
+ * allocations still succeed. */
+static void cap_address_space(long margin_kib)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    long vm_kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld kB", &vm_kib) == 1)
+            break;
+    fclose(f);
+    ck_assert_int_gt(vm_kib, 0);
+    struct rlimit lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_AS, &lim), 0);
+    lim.rlim_cur = (rlim_t)(vm_kib + margin_kib) * 1024;
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+}
+
+/* _i workers start before the system refuses one: all are joined. */
+START_TEST(test_thread_refused)
+{
+    const cpb_config_t cfg = {.dims = {5, 6, 7, 3}, .max_batch = 9, .threads = 4};
+    cpb_trunk_t *t = NULL;
+    const int before = thread_count_now();
+    cap_address_space(256 + 560 * _i);
+    ck_assert_int_eq(cpb_create(&cfg, &t), CPB_E_THREADS);
+    ck_assert_int_eq(thread_count_now(), before);
+}
+END_TEST
+
+START_TEST(test_plugin_thread_refused)
+{
+    setenv("AUXTRUNK_CPU_THREADS", "4", 1);
+    const auxtrunk_api_t *api = plugin_api();
+    const auxtrunk_config_t cfg = {.struct_size = sizeof cfg, .enc = 5, .h1 = 6, .h2 = 7,
+                                   .aux = 3, .max_batch = 9, .device = -1};
+    auxtrunk_handle_t *h = NULL;
+    const int before = thread_count_now();
+    cap_address_space(256);
+    ck_assert_int_eq(api->init(&cfg, &h), AUXTRUNK_E_OUT_OF_MEMORY);
+    ck_assert_ptr_null(h);
+    ck_assert_int_eq(thread_count_now(), before);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 
 static Suite *cpu_blocked_suite(void)
@@ -442,6 +491,8 @@ static Suite *cpu_blocked_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_plugin_threads, 0,
                         (int)(sizeof g_env_cases / sizeof g_env_cases[0]));
+    tcase_add_loop_test(tc, test_thread_refused, 0, 3);
+    tcase_add_test(tc, test_plugin_thread_refused);
     suite_add_tcase(s, tc);
     return s;
 }
