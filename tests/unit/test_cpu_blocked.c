@@ -9,6 +9,7 @@
  *             forward, infer, backward, accumulate: every element of every
  *             output, written over a poison, equal in bits to the reference
  *   canon     one odd shape against canon32, the literal canonical order
+ *   fork      a child of fork() (no workers there) still gets every result
  *   plugin    AUXTRUNK_CPU_THREADS sets the workers a handle starts (invalid
  *             values fall back to the CPUs), destroy leaves no thread, and
  *             the plugin's results equal the reference for each count; a
@@ -27,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "auxtrunk.h"
 #include "bits.h"
@@ -329,6 +332,34 @@ START_TEST(test_canon32)
 END_TEST
 
 /* ------------------------------------------------------------------------- */
+/* fork: the child has only the forking thread                               */
+
+START_TEST(test_fork_child)
+{
+    const atk_dims_t d = {37, 29, 45, 19};
+    problem_t pr;
+    problem_make(&pr, d, 300, 3001);
+    const cpb_config_t cfg = {.dims = d, .max_batch = 300, .threads = 3};
+    cpb_trunk_t *t;
+    ck_assert_int_eq(cpb_create(&cfg, &t), CPB_OK);
+    check_trunk(t, &pr, "parent before fork");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* A failed assertion in the child exits non-zero (Check's fork mode). */
+        check_trunk(t, &pr, "child of fork");
+        _exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status 0x%x", status);
+    check_trunk(t, &pr, "parent after fork");
+    cpb_destroy(t);
+    problem_free(&pr);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
 /* plugin: AUXTRUNK_CPU_THREADS, workers joined by destroy                   */
 
 static int thread_count_now(void)
@@ -485,6 +516,11 @@ static Suite *cpu_blocked_suite(void)
     tc = tcase_create("canon");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_canon32);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fork");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_fork_child);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("plugin");
