@@ -376,8 +376,8 @@ typedef struct auxtrunk_api {
                         const auxtrunk_grads_t *grads, uint32_t flags, void *stream);
 
     /* Reports the memory the handle owns into *out (struct_size set by the
-     * host): at least its record (4 * max_batch * (H1 + H2) bytes, in
-     * host_bytes for host plugins, device_bytes for CUDA plugins).
+     * host): host_bytes + device_bytes is at least the handle's record
+     * (4 * max_batch * (H1 + H2) bytes of h1 and h2).
      * Returns OK, E_NULL_POINTER, E_BAD_HANDLE, E_STRUCT_SIZE.
      * [after init, before destroy] */
     int32_t (*memory_usage)(const auxtrunk_handle_t *handle, auxtrunk_memory_t *out);

@@ -107,6 +107,20 @@ static inline const char *auxtrunk_load_status_name(int32_t status)
     return "unknown";
 }
 
+/* What a loader status means in general; the message buffer says what
+ * happened in one load. "unknown loader status" otherwise. */
+static inline const char *auxtrunk_load_status_message(int32_t status)
+{
+    switch (status) {
+#define AUXTRUNK_LOAD_MESSAGE_ROW_(name, value, word, meaning) \
+    case (value):                                              \
+        return meaning;
+        AUXTRUNK_LOAD_STATUS_MAP(AUXTRUNK_LOAD_MESSAGE_ROW_)
+#undef AUXTRUNK_LOAD_MESSAGE_ROW_
+    }
+    return "unknown loader status";
+}
+
 /* One loaded plugin. Zero-initialised (or after unload) it is empty. */
 typedef struct auxtrunk_plugin {
     void *lib;                   /* dlopen handle; NULL when nothing is loaded */
@@ -282,14 +296,11 @@ int32_t auxtrunk_plugin_check_mode(uint32_t mode, uint32_t uid, const char *what
 /* The directory part of path ("." for a bare name, "/" for a top-level file). */
 static void auxtrunk_load_dir_of_(const char *path, char *dir, size_t n)
 {
-    snprintf(dir, n, "%s", path);
-    char *slash = strrchr(dir, '/');
+    const char *slash = strrchr(path, '/');
     if (!slash)
         snprintf(dir, n, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
     else
-        *slash = '\0';
+        snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
 }
 
 static int32_t auxtrunk_load_check_dir_(const char *dir, char *msg, size_t n)

@@ -1,39 +1,25 @@
 /*
- * adam.h — the optimizer, entirely host-owned: the moments live in host
- * memory in the flat parameter layout (layout.h), next to the parameters and
- * gradients the host also owns. A plugin never sees any of it except the
- * parameters (read) and the gradients (written) for one call.
- *
- * The update is plain float arithmetic in a fixed order, so it is
- * deterministic and a resumed run continues bit for bit.
+ * adam.h — the optimizer's settings and its update on host arrays. The
+ * arithmetic is step_canon.h's (ath_adam_elem, ath_step_verdict), shared
+ * with the device path; the state (moments in the flat parameter layout of
+ * layout.h, and the scalars) belongs to the engine that runs the step.
  */
 #ifndef ATH_ADAM_H
 #define ATH_ADAM_H
 
 #include <stddef.h>
-#include <stdint.h>
 
-#include "util.h"
-
-typedef struct ath_adam {
-    size_t n;
-    float lr, beta1, beta2, eps;
-    uint64_t t;   /* updates applied so far */
-    float *m, *v; /* [n] first and second moments */
-} ath_adam_t;
+#include "step_canon.h"
 
 #define ATH_ADAM_BETA1 0.9f
 #define ATH_ADAM_BETA2 0.999f
 #define ATH_ADAM_EPS 1e-8f
 
-/* Zeroed moments for n parameters. */
-int ath_adam_create(ath_adam_t *a, size_t n, float lr, ath_err_t *err);
-void ath_adam_destroy(ath_adam_t *a);
+/* The settings of a run with learning rate lr. */
+ath_adam_hp_t ath_adam_settings(float lr);
 
-/* One update: t += 1, then for each i
- *   m = b1·m + (1-b1)·g;   v = b2·v + (1-b2)·g²
- *   p = p - lr_t · m / (sqrt(v) + eps)
- * with the bias correction folded into lr_t = lr·sqrt(1-b2^t)/(1-b1^t). */
-void ath_adam_step(ath_adam_t *a, float *params, const float *grads);
+/* One update of n parameters with step size lr_t (from the step's verdict). */
+void ath_adam_host(ath_adam_hp_t hp, float lr_t, size_t n, float *params, float *m, float *v,
+                   const float *grads);
 
 #endif

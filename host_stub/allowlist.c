@@ -15,6 +15,10 @@
  * line to skip, -1 for an invalid line. */
 static int parse_line(const char *p, size_t n, char hex[ATH_SHA256_HEX])
 {
+    /* A NUL anywhere, comments included: a tool that reads the list as C
+     * strings would see another list than this parser does. */
+    if (memchr(p, '\0', n))
+        return -1;
     size_t i = 0;
     while (i < n && (p[i] == ' ' || p[i] == '\t'))
         i++;
@@ -34,9 +38,6 @@ static int parse_line(const char *p, size_t n, char hex[ATH_SHA256_HEX])
     i += 64;
     if (i < n && p[i] != ' ' && p[i] != '\t')
         return -1;
-    for (; i < n; i++)
-        if (p[i] == '\0')
-            return -1;
     return 1;
 }
 

@@ -211,8 +211,7 @@ static int check_meta(const char *path, const ath_ckpt_meta_t *g, const ath_ckpt
     return 0;
 }
 
-/* The header checks, in order; len is the file's size. Fills *meta. */
-static int check_header(const char *path, const unsigned char *h, size_t len,
+int ath_ckpt_check_header(const char *path, const unsigned char *h, size_t len,
                         const ath_ckpt_meta_t *expect, size_t n, ath_ckpt_meta_t *meta,
                         ath_err_t *err)
 {
@@ -264,7 +263,7 @@ static int open_checked(const char *path, const ath_ckpt_meta_t *expect, size_t 
         return ath_errf(err, "checkpoint %s: read failed: %s", path, strerror(e));
     }
     size_t len = (size_t)got < sizeof h ? (size_t)got : (size_t)st.st_size;
-    if (check_header(path, h, len, expect, n, meta, err) != 0) {
+    if (ath_ckpt_check_header(path, h, len, expect, n, meta, err) != 0) {
         close(fd);
         return -1;
     }

@@ -2,7 +2,9 @@
  * checkpoint.h — the training state on disk, written atomically and read
  * back only if every check passes.
  *
- * File format (version 1, all integers and floats little-endian):
+ * File format (version 2, all integers and floats little-endian; version 1
+ * held the state of a sequential data stream of an earlier task, and is
+ * refused because its run cannot be continued):
  *
  *   offset size  field
  *        0    8  magic "AUXTCKPT"
@@ -15,7 +17,7 @@
  *       48   16  Adam lr, beta1, beta2, eps (float32 bits)
  *       64    8  step: training steps completed (uint64)
  *       72    8  Adam t: updates applied (uint64)
- *       80    8  data stream state (the task's RNG, uint64)
+ *       80    8  0 (reserved: the task's draws are counter-based, task.h)
  *       88    8  loss of step 1 (float64 bits), for the run's overall ratio
  *       96    8  payload size in bytes (uint64) = 3 · P · 4
  *      104    4  CRC-32 of the payload
@@ -49,7 +51,7 @@
 #include "util.h"
 
 #define ATH_CKPT_MAGIC "AUXTCKPT"
-#define ATH_CKPT_VERSION 1u
+#define ATH_CKPT_VERSION 2u
 #define ATH_CKPT_HEADER_SIZE 112u
 
 typedef struct ath_ckpt_meta {
@@ -72,6 +74,14 @@ int ath_ckpt_save(const char *path, const ath_ckpt_meta_t *meta, const float *pa
  * floats (n = the parameter count of expect's topology). */
 int ath_ckpt_load(const char *path, const ath_ckpt_meta_t *expect, ath_ckpt_meta_t *got,
                   float *params, float *m, float *v, size_t n, ath_err_t *err);
+
+/* The header checks of ath_ckpt_load, in its order, on bytes in memory (what
+ * a fuzzer drives): h holds min(len, ATH_CKPT_HEADER_SIZE) bytes of a file of
+ * len bytes; path names it in messages; expect NULL skips the comparison with
+ * a run (then n is unused). Returns 0 with *meta, or -1 with the message. */
+int ath_ckpt_check_header(const char *path, const unsigned char *h, size_t len,
+                          const ath_ckpt_meta_t *expect, size_t n, ath_ckpt_meta_t *meta,
+                          ath_err_t *err);
 
 /* Reads only the header of path and checks it on its own (magic, version,
  * header size and CRC, and that the file is exactly header + payload long):

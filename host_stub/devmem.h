@@ -23,7 +23,7 @@
 #include "loader.h"
 #include "util.h"
 
-#define ATH_DEVMEM_MARKS 4
+#define ATH_DEVMEM_MARKS 10
 
 typedef struct ath_devmem ath_devmem_t;
 

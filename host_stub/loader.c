@@ -144,6 +144,21 @@ int ath_plugins_root(char *root, size_t n, ath_err_t *err)
                     tried[0], tried[1]);
 }
 
+int ath_plugin_named(const char *name, char *path, size_t n, ath_err_t *err)
+{
+    /* A name with a '/' would be an explicit path to the loader: not here. */
+    if (!strchr(name, '/') &&
+        auxtrunk_plugin_locate(name, NULL, path, n, NULL, 0) == AUXTRUNK_LOAD_OK)
+        return 0;
+    char root[ATH_PATH_MAX];
+    if (ath_plugins_root(root, sizeof root, err) != 0)
+        return -1;
+    int len = snprintf(path, n, "%s/%s", root, name);
+    if (len < 0 || (size_t)len >= n)
+        return ath_errf(err, "path too long: %s/%s", root, name);
+    return 0;
+}
+
 int ath_default_plugin_dir(char *dir, size_t n, ath_err_t *err)
 {
     const char *env = getenv("AUXTRUNK_PLUGIN_DIR");

@@ -87,6 +87,11 @@ int ath_plugin_failf(const ath_plugin_t *pl, int32_t status, ath_err_t *err, con
  * executable. Returns 0, or -1 with a message naming what was tried. */
 int ath_plugins_root(char *root, size_t n, ath_err_t *err);
 
+/* Where --plugin NAME points: NAME/libauxtrunk.so in the first entry of
+ * $AUXTRUNK_PLUGIN_PATH that has it (the loader's search), else
+ * <plugins root>/NAME. Returns 0, or -1 with a message. */
+int ath_plugin_named(const char *name, char *path, size_t n, ath_err_t *err);
+
 /* The plugin directory used when none is given: $AUXTRUNK_PLUGIN_DIR if set
  * and non-empty, else <plugins root>/cpu. */
 int ath_default_plugin_dir(char *dir, size_t n, ath_err_t *err);

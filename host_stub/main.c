@@ -38,7 +38,9 @@ static const char *exit_codes_help =
     "  3  plugin refused: missing, not loadable, no entry symbol, incompatible ABI,\n"
     "     broken API table, no CUDA support/device, or init failed\n"
     "  4  checkpoint refused (truncated, corrupted, wrong magic/version/topology/\n"
-    "     settings) or could not be written\n";
+    "     settings) or could not be written\n"
+    "  5  a plugin call or the device hung (--call-timeout); the last checkpoint is intact\n"
+    "  130, 143  stopped by SIGINT, SIGTERM (after the final checkpoint, if configured)\n";
 
 static const char *train_intro =
     "Usage: auxtrunk-host [train] [options]\n\n"
@@ -68,7 +70,9 @@ static const char *plugins_help =
     "--plugin, $AUXTRUNK_PLUGIN_DIR is used if set, else the fast exact CPU plugin\n"
     "next to this program: <build>/plugins/cpu-blocked in a build tree (this program\n"
     "is <build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu-blocked\n"
-    "when installed. --plugin NAME picks <plugins root>/NAME (cpu, cuda-v1, ...).\n";
+    "when installed. --plugin NAME picks NAME/libauxtrunk.so in the first entry of\n"
+    "$AUXTRUNK_PLUGIN_PATH (':'-separated plugin roots) that has it, else\n"
+    "<plugins root>/NAME (cpu, cuda-v1, ...).\n";
 
 /* A command's --help: its usage and description, the options (defaults read
  * from the table), then the plugin lookup and the exit codes every command
@@ -96,13 +100,9 @@ static int add_plugin(plugin_list_t *pl, const char *value, int named, ath_err_t
     if (pl->n == ATH_BENCH_MAX_PLUGINS)
         return ath_errf(err, "at most %d plugins", ATH_BENCH_MAX_PLUGINS);
     if (named) {
-        char root[ATH_PATH_MAX];
         ath_err_t e;
-        if (ath_plugins_root(root, sizeof root, &e) != 0)
+        if (ath_plugin_named(value, pl->named[pl->n], sizeof pl->named[pl->n], &e) != 0)
             return ath_errf(err, "--plugin %s: %s", value, e.msg);
-        int len = snprintf(pl->named[pl->n], sizeof pl->named[pl->n], "%s/%s", root, value);
-        if (len < 0 || (size_t)len >= sizeof pl->named[pl->n])
-            return ath_errf(err, "--plugin %s: path too long", value);
         pl->items[pl->n] = pl->named[pl->n];
     } else {
         pl->items[pl->n] = value;
@@ -284,6 +284,7 @@ static int cmd_train(int argc, char **argv, int first)
         .steps = ATH_TRAIN_STEPS,
         .seed = ATH_TRAIN_SEED,
         .lr = ATH_TRAIN_LR,
+        .call_timeout_s = ATH_TRAIN_CALL_TIMEOUT_S,
     };
     plugin_list_t plugins = {.n = 0};
     int batch = o.batch;
@@ -295,7 +296,7 @@ static int cmd_train(int argc, char **argv, int first)
     int overwrite = 0;
     const ath_opt_t opts[] = {
         CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory (or a libauxtrunk.so file)"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root (cpu, cuda-v1, ...)"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root (cpu, cuda-v1, ...)"),
         NUM("steps", "N", ATH_OPT_U64, &o.steps, 0, U64_MAX_D, "train until step N (a resumed run continues to N)"),
         NUM("batch", "B", ATH_OPT_INT, &batch, 1, AUXTRUNK_MAX_BATCH, "samples per step"),
         NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D, "seed of the task, the data and the initial parameters"),
@@ -313,6 +314,8 @@ static int cmd_train(int argc, char **argv, int first)
         NUM_T("log-every", "N", ATH_OPT_U64, &o.log_every, 1, U64_MAX_D, "about 10 per run", "progress line every N steps"),
         NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for a CUDA plugin"),
         PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "no progress lines, only the summary"),
+        PLAIN("no-graph", NULL, ATH_OPT_FLAG, &o.no_graph, "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"),
+        NUM("call-timeout", "SECONDS", ATH_OPT_DOUBLE, &o.call_timeout_s, 0, 1e9, "end the run (exit 5) if a plugin call or the device hangs this long (0 = never)"),
         PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"),
         NUM_T("swap-poll-ms", "MS", ATH_OPT_INT, &sw.poll_ms, 1, 3600000, "inotify", "hot-swap: poll the directory every MS ms instead of inotify"),
         CUSTOM("swap-at", "STEP:PATH", &swap_at, set_swap_at, NULL, "hot-swap: swap to PATH after step STEP (repeatable, ascending)"),
@@ -376,7 +379,7 @@ static int cmd_bench(int argc, char **argv, int first)
     batch_list_t batches = {{32, 256, 1024, 4096, 65536}, 5};
     const ath_opt_t opts[] = {
         CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory or file; repeat to compare plugins"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME under the plugins root; repeatable"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root; repeatable"),
         CUSTOM("batches", "LIST", &batches, set_batches, show_batches, "batch sizes, comma-separated"),
         NUM("iters", "N", ATH_OPT_INT, &o.iters, 1, 100000000, "timed iterations per batch, at most"),
         NUM("warmup", "N", ATH_OPT_INT, &o.warmup, 0, 100000000, "untimed warm-up iterations, at most"),

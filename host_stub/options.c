@@ -5,6 +5,7 @@
 #include "options.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -140,10 +141,16 @@ static int set_value(const ath_opt_t *o, const char *v, const char *what, ath_er
         return ath_parse_u64(v, lo, hi, what, (uint64_t *)o->dst, err);
     }
     case ATH_OPT_FLOAT: {
+        /* The range applies to the float that is stored (bounds rounded to
+         * float too), so that a value accepted and printed back with enough
+         * digits is accepted again as the same float. */
         double d;
-        if (ath_parse_real(v, o->min, o->max, what, &d, err) != 0)
+        if (ath_parse_real(v, -DBL_MAX, DBL_MAX, what, &d, err) != 0)
             return -1;
-        *(float *)o->dst = (float)d;
+        float f = (float)d;
+        if (f < (float)o->min || f > (float)o->max)
+            return ath_errf(err, "%s %s is outside [%g, %g]", what, v, o->min, o->max);
+        *(float *)o->dst = f;
         return 0;
     }
     case ATH_OPT_DOUBLE: return ath_parse_real(v, o->min, o->max, what, (double *)o->dst, err);

@@ -23,7 +23,7 @@ typedef enum ath_opt_kind {
     ATH_OPT_FLAG,   /* int, set to 1; takes no value */
     ATH_OPT_INT,    /* int in [min, max] */
     ATH_OPT_U64,    /* uint64_t in [min, max] */
-    ATH_OPT_FLOAT,  /* float in [min, max] (the range is checked on the value as parsed) */
+    ATH_OPT_FLOAT,  /* float in [(float)min, (float)max], checked on the stored float */
     ATH_OPT_DOUBLE, /* double in [min, max] */
     ATH_OPT_STR,    /* const char *, pointing into argv */
     ATH_OPT_CUSTOM, /* set(dst, value) parses; show(dst) prints the default */

@@ -51,7 +51,9 @@ static void remove_dir(const char *path)
 }
 
 /* Private directories of runs that were killed before removing theirs:
- * "auxtrunk-swap-<pid>-XXXXXX" of this user whose pid no longer exists. */
+ * "auxtrunk-swap-<pid>-XXXXXX" of this user whose pid no longer exists.
+ * (A run in another pid namespace sharing $TMPDIR looks gone too; losing its
+ * directory costs it only its next copies, never the library it runs.) */
 static void remove_stale_dirs(const char *base)
 {
     DIR *d = opendir(base);

@@ -62,6 +62,7 @@ struct ath_swap {
     /* Triggers. */
     int next_at;
     ath_watch_t watch;
+    int change_seen, hup_seen; /* ath_swap_due took a change or a SIGHUP for the next poll */
     int hup_installed;
 
     ath_swap_stats_t stats;
@@ -416,6 +417,17 @@ void ath_swap_step_done(ath_swap_t *s, uint64_t step)
 /* ------------------------------------------------------------------------- */
 /* Triggers, in their order at a step boundary                               */
 
+int ath_swap_due(ath_swap_t *s, uint64_t step)
+{
+    if (s->next_at < s->o.n_at && s->o.at[s->next_at].step <= step)
+        return 1;
+    if (!s->hup_seen)
+        s->hup_seen = ath_hup_take();
+    if (s->o.watch && !s->change_seen)
+        s->change_seen = ath_watch_changed(&s->watch);
+    return s->hup_seen || s->change_seen;
+}
+
 int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live)
 {
     int taken = 0;
@@ -423,10 +435,13 @@ int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t
         const ath_swap_at_t *a = &s->o.at[s->next_at++];
         taken += ath_swap_try(s, a->path, "--swap-at", step, params, live, NULL) == ATH_SWAP_TAKEN;
     }
-    if (ath_hup_take() && s->watch.file[0])
+    const int hup = s->hup_seen || ath_hup_take();
+    const int changed = s->change_seen || (s->o.watch && ath_watch_changed(&s->watch));
+    s->hup_seen = s->change_seen = 0;
+    if (hup && s->watch.file[0])
         taken += ath_swap_try(s, s->watch.file, "SIGHUP", step, params, live, NULL) ==
                  ATH_SWAP_TAKEN;
-    if (s->o.watch && ath_watch_changed(&s->watch))
+    if (changed)
         taken += ath_swap_try(s, s->watch.file, ath_watch_trigger(&s->watch), step, params, live,
                               NULL) == ATH_SWAP_TAKEN;
     return taken;

@@ -2,10 +2,11 @@
  * swap.h — hot-swapping the plugin of a running trainer, safely.
  *
  * A swap replaces the trainer's live ath_trunk_t between two training steps.
- * The host's arrays (parameters, gradients, Adam state) are the only copy
- * that matters (trunk.h), so a swap moves no state: the new trunk uploads the
- * host parameters on its first call, whatever its memory space. A swap across
- * memory spaces (cpu <-> cuda) is therefore the same operation as any other.
+ * A trunk holds no training state (trunk.h): the swapper is given the
+ * current parameters in host memory for the canary, and the trainer moves
+ * its state to the new version's memory space afterwards (train.c, engine.h).
+ * A swap across memory spaces (cpu <-> cuda) is therefore the same operation
+ * as any other here.
  *
  * How a candidate file becomes the live version (ath_swap_try):
  *   1. security: the file and its directory must not be writable by group or
@@ -105,16 +106,24 @@ typedef struct ath_swap ath_swap_t;
 int ath_swap_create(ath_swap_t **out, const ath_swap_opts_t *o, const auxtrunk_config_t *config,
                     int device, ath_err_t *err);
 
-/* Opens the first version through the same checks and a private copy (no
- * vetting child: there is nothing yet to protect) into *live, and starts
+/* Opens the first version through everything a later one goes through
+ * (ath_vet_open: checks, private copy, allow-list, the vetting child within
+ * the timeout; no running version to compare with) into *live, and starts
  * watching its file if asked. Returns a loader status like ath_trunk_open;
- * a security or digest refusal is ATH_LOAD_NOT_LOADABLE with its message. */
+ * a security, digest, crash, hang or probe refusal is ATH_LOAD_NOT_LOADABLE
+ * with its message. */
 ath_load_status_t ath_swap_open(ath_swap_t *s, const char *dir_or_file, ath_trunk_t *live,
                                 ath_err_t *err);
 
 /* Between steps (after `step` has completed): runs due --swap-at entries, a
  * pending SIGHUP and directory changes. Returns the number of swaps taken. */
 int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live);
+
+/* Whether ath_swap_poll after `step` has anything to try (a due --swap-at
+ * entry, a SIGHUP, a change of the watched file, which is remembered for that
+ * poll), so that a device-resident trainer syncs and copies its parameters to
+ * the host only then. */
+int ath_swap_due(ath_swap_t *s, uint64_t step);
 
 /* One swap attempt to the file at path (a directory means its
  * libauxtrunk.so). trigger names the cause in the log. Returns the outcome;

@@ -1,23 +1,40 @@
 /*
  * train.c — the host trainer's training loop (train.h).
  *
- * One step, all state on the host:
- *   1. draw a batch from the task's data stream: x [B, ENC], target [B, AUX]
- *   2. out = trunk.forward(params, x)                       (plugin)
- *   3. loss = ½·mean((out − target)²);  dout = (out − target)/(B·AUX)   (host)
- *   4. grads = trunk.backward(dout)                          (plugin)
- *   5. Adam updates params from grads                        (host)
+ * One step (step s, counted from 1; engine.h runs it, step_canon.h defines
+ * its arithmetic):
+ *   1. draw the batch of step s from the replay buffer: x [B, ENC], target [B, AUX]
+ *   2. out = trunk.forward(params, x)                                  (plugin)
+ *   3. loss = ½·mean((out − target)²);  dout = (out − target)/(B·AUX)
+ *   4. grads = trunk.backward(dout)                                    (plugin)
+ *   5. verdict: the loss and every gradient finite? Only then
+ *   6. Adam updates params.
  * The loss reported for step s is that of the parameters before update s.
+ *
+ * The loop is ath_train_run: open, then run_step until the last step, then
+ * the summary. run_step returns an explicit outcome: STEP_OK, STEP_RETRY
+ * (a failing version was rolled back; the state is that before the failing
+ * step, which is run again), STEP_FAIL or STEP_STOP (SIGINT/SIGTERM).
+ *
+ * A host engine runs each step to completion, so the host sees every step's
+ * verdict at once. A CUDA engine runs ahead: the host syncs (sync_report) only
+ * for a progress line, a checkpoint, a swap, a full loss ring, once a second,
+ * and at the end. A faulty step freezes the device state (step_canon.h), so
+ * at the sync the host finds the state just before it, and both engines
+ * continue or fail the same way.
  */
+#define _POSIX_C_SOURCE 200809L /* sigaction */
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "adam.h"
 #include "checkpoint.h"
+#include "engine.h"
 #include "layout.h"
 #include "report.h"
 #include "swap.h"
@@ -25,55 +42,96 @@
 #include "trunk.h"
 #include "util.h"
 #include "vet.h"
+#include "watchdog.h"
+
+typedef enum step_outcome { STEP_OK, STEP_RETRY, STEP_FAIL, STEP_STOP } step_outcome_t;
+
+/* A CUDA engine syncs at least this often, so that a wait for the device
+ * covers a bounded amount of work (the watchdog's limit applies to it). */
+#define SYNC_EVERY_S 1.0
 
 typedef struct run {
+    const ath_train_opts_t *o;
     ath_trunk_t trunk;
     ath_task_t task;
-    ath_adam_t adam;
     ath_curve_t curve;
     ath_csv_t csv;
-    ath_swap_t *swap; /* NULL unless hot-swapping */
-    float *params, *grads, *x, *target, *out, *dout;
+    ath_swap_t *swap;          /* NULL unless hot-swapping */
+    ath_engine_cfg_t ecfg;
+    ath_engine_t *eng[3];      /* by ath_space_t, opened on first use */
+    ath_engine_t *e;           /* the engine of the live plugin */
+    float *params, *m, *v;     /* host copies [P] for checkpoints, swaps, migration */
+    size_t P;
+    uint64_t step0;            /* the run started after this step */
+    uint64_t reported;         /* the last step whose loss is in the curve and CSV */
+    uint64_t last_saved;
+    uint64_t log_every;
+    double first_loss, last_loss;
+    double t_start, t_mark, t_sync;
+    uint64_t s_mark;
+    int probe_due;             /* time the next step's phases */
+    double enqueue_s, wait_s;  /* host time in the engine's step and sync calls */
+    int code;                  /* exit code of a STEP_FAIL */
+    ath_err_t err;
 } run_t;
+
+/* ------------------------------------------------------------------------- */
+/* Signals: SIGINT and SIGTERM end the run at the next step boundary        */
+
+static volatile sig_atomic_t g_stop;
+static struct sigaction g_old_int, g_old_term;
+static int g_signals_installed;
+
+static void on_stop(int sig)
+{
+    g_stop = sig;
+    /* A second signal ends the process the default way. */
+    signal(sig, SIG_DFL);
+}
+
+static void signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    g_stop = 0;
+    sigaction(SIGINT, &sa, &g_old_int);
+    sigaction(SIGTERM, &sa, &g_old_term);
+    g_signals_installed = 1;
+}
+
+static void signals_restore(void)
+{
+    if (!g_signals_installed)
+        return;
+    g_signals_installed = 0;
+    sigaction(SIGINT, &g_old_int, NULL);
+    sigaction(SIGTERM, &g_old_term, NULL);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Open and free                                                             */
 
 static void run_free(run_t *r)
 {
+    /* Engines first: a device engine's stream must be idle before the plugin
+     * whose kernels it ran goes away. */
+    for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
+        ath_engine_close(r->eng[i]);
     ath_swap_destroy(r->swap);
     ath_trunk_close(&r->trunk);
     ath_task_destroy(&r->task);
-    ath_adam_destroy(&r->adam);
     ath_curve_free(&r->curve);
     ath_csv_close(&r->csv, NULL);
     free(r->params);
-    free(r->grads);
-    free(r->x);
-    free(r->target);
-    free(r->out);
-    free(r->dout);
+    free(r->m);
+    free(r->v);
+    ath_watchdog_stop();
+    signals_restore();
 }
 
-/* A failing step: with a swapped-in version on probation, roll back to the
- * previous one; the caller then redoes the step with the same samples
- * (nothing was updated yet), so the run continues as if it had not failed. */
-static int rolled_back(run_t *r, uint64_t step, const ath_err_t *err)
-{
-    return r->swap && ath_swap_failed(r->swap, step, &r->trunk, err->msg) == 0;
-}
-
-/* Half mean squared error and its gradient with respect to out. */
-static double loss_and_grad(const float *out, const float *target, size_t n, float *dout)
-{
-    double sum = 0.0;
-    const double inv = 1.0 / (double)n;
-    for (size_t i = 0; i < n; i++) {
-        float d = out[i] - target[i];
-        sum += (double)d * (double)d;
-        dout[i] = (float)((double)d * inv);
-    }
-    return 0.5 * sum * inv;
-}
-
-static ath_ckpt_meta_t meta_of(const ath_train_opts_t *o, const ath_adam_t *a)
+static ath_ckpt_meta_t meta_of(const ath_train_opts_t *o, ath_adam_hp_t hp)
 {
     ath_ckpt_meta_t m;
     memset(&m, 0, sizeof m);
@@ -83,202 +141,403 @@ static ath_ckpt_meta_t meta_of(const ath_train_opts_t *o, const ath_adam_t *a)
     m.aux = o->aux;
     m.batch = o->batch;
     m.seed = o->seed;
-    m.lr = a->lr;
-    m.beta1 = a->beta1;
-    m.beta2 = a->beta2;
-    m.eps = a->eps;
+    m.lr = hp.lr;
+    m.beta1 = hp.beta1;
+    m.beta2 = hp.beta2;
+    m.eps = hp.eps;
     return m;
 }
 
-static int save_checkpoint(const ath_train_opts_t *o, run_t *r, uint64_t step,
-                           const ath_rng_t *data, double first_loss, ath_err_t *err)
+/* Makes the engine of the live plugin's memory space current, moving the
+ * state (host copies, then *sc) into it. At a synced step boundary only. */
+static int use_engine(run_t *r, const ath_scalars_t *sc)
 {
-    ath_ckpt_meta_t m = meta_of(o, &r->adam);
-    m.step = step;
-    m.adam_t = r->adam.t;
-    m.data_state = data->state;
-    m.first_loss = first_loss;
-    return ath_ckpt_save(o->checkpoint, &m, r->params, r->adam.m, r->adam.v, r->adam.n, err);
+    ath_space_t space = r->trunk.plugin.space;
+    if (!r->eng[space] && ath_engine_open(space, &r->ecfg, &r->eng[space], &r->err) != 0)
+        return -1;
+    ath_engine_t *to = r->eng[space];
+    if (to == r->e)
+        return 0;
+    if (r->e && r->e->ops->get(r->e, r->params, r->m, r->v, &r->err) != 0)
+        return -1;
+    if (to->ops->put(to, r->params, r->m, r->v, sc, &r->err) != 0)
+        return -1;
+    r->e = to;
+    return 0;
+}
+
+static int save_checkpoint(run_t *r, ath_err_t *err)
+{
+    const ath_scalars_t *sc = &r->e->sc;
+    if (r->e->ops->get(r->e, r->params, r->m, r->v, err) != 0)
+        return -1;
+    /* The CSV first: a checkpoint on disk never holds steps the CSV lacks. */
+    if (r->csv.f && ath_csv_flush(&r->csv, err) != 0)
+        return -1;
+    ath_ckpt_meta_t m = meta_of(r->o, r->ecfg.hp);
+    m.step = sc->step;
+    m.adam_t = sc->t;
+    m.data_state = 0; /* the draws are counter-based (task.h) */
+    m.first_loss = r->first_loss;
+    if (ath_ckpt_save(r->o->checkpoint, &m, r->params, r->m, r->v, r->P, err) != 0)
+        return -1;
+    r->last_saved = sc->step;
+    ath_watchdog_checkpoint(r->o->checkpoint, sc->step);
+    return 0;
+}
+
+static int run_open(run_t *r, const ath_train_opts_t *o)
+{
+    memset(r, 0, sizeof *r);
+    r->o = o;
+    r->first_loss = r->last_loss = NAN;
+    auxtrunk_config_t config = {sizeof config, 0, o->enc, o->h1, o->h2, o->aux, o->batch, -1};
+    ath_load_status_t ls;
+    if (o->swap) {
+        if (ath_swap_create(&r->swap, o->swap, &config, o->device, &r->err) != 0) {
+            fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+            return ATH_EXIT_PLUGIN;
+        }
+        ls = ath_swap_open(r->swap, o->plugin, &r->trunk, &r->err);
+    } else {
+        ls = ath_vet_open(&r->trunk, o->plugin, &config, o->device, NULL, NULL, &r->err);
+    }
+    if (ls != ATH_LOAD_OK) {
+        fprintf(stderr, "auxtrunk-host: plugin refused (%s): %s\n", ath_load_status_name(ls),
+                r->err.msg);
+        return ATH_EXIT_PLUGIN;
+    }
+    r->P = r->trunk.n_params;
+    r->params = malloc(r->P * sizeof(float));
+    r->m = calloc(r->P, sizeof(float));
+    r->v = calloc(r->P, sizeof(float));
+    if (!r->params || !r->m || !r->v) {
+        fprintf(stderr, "auxtrunk-host: out of host memory\n");
+        return ATH_EXIT_FAILURE;
+    }
+    if (ath_task_create(&r->task, &config, o->seed, &r->err) != 0) {
+        fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+        return ATH_EXIT_FAILURE;
+    }
+    r->ecfg = (ath_engine_cfg_t){.config = config,
+                                 .batch = o->batch,
+                                 .n_params = r->P,
+                                 .hp = ath_adam_settings(o->lr),
+                                 .task = &r->task,
+                                 .device = o->device,
+                                 .graph = !o->no_graph};
+
+    /* Fresh start or resume. */
+    ath_scalars_t sc = ath_scalars_at(0, 0, r->ecfg.hp);
+    if (o->resume) {
+        ath_ckpt_meta_t expect = meta_of(o, r->ecfg.hp), got;
+        if (ath_ckpt_load(o->resume, &expect, &got, r->params, r->m, r->v, r->P, &r->err) != 0) {
+            fprintf(stderr, "auxtrunk-host: cannot resume: %s\n", r->err.msg);
+            return ATH_EXIT_CHECKPOINT;
+        }
+        sc = ath_scalars_at(got.step, got.adam_t, r->ecfg.hp);
+        r->first_loss = got.first_loss;
+    } else {
+        ath_task_init_params(&config, o->seed, r->params);
+    }
+    r->step0 = r->reported = r->last_saved = sc.step;
+    if (use_engine(r, &sc) != 0) {
+        fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+        return ATH_EXIT_FAILURE;
+    }
+    if (o->csv && ath_csv_open(&r->csv, o->csv, &r->err) != 0) {
+        fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+        return ATH_EXIT_FAILURE;
+    }
+    if (ath_watchdog_start(o->call_timeout_s) != 0) {
+        fprintf(stderr, "auxtrunk-host: cannot start the call watchdog\n");
+        return ATH_EXIT_FAILURE;
+    }
+    signals_install();
+
+    r->log_every = o->log_every;
+    if (r->log_every == 0)
+        r->log_every = o->steps >= 2000 ? 200 : o->steps >= 200 ? o->steps / 10 : 20;
+    const ath_plugin_t *pl = &r->trunk.plugin;
+    printf("auxtrunk-host: training with %s (%s) from %s\n", pl->api.impl_name,
+           pl->api.kernel_version, pl->path);
+    printf("  topology ENC=%d H1=%d H2=%d AUX=%d (%zu parameters), batch %d, lr %g, seed %llu, "
+           "%s %llu to step %llu\n",
+           o->enc, o->h1, o->h2, o->aux, r->P, o->batch, (double)o->lr,
+           (unsigned long long)o->seed, o->resume ? "resuming at step" : "from step",
+           (unsigned long long)r->step0, (unsigned long long)o->steps);
+    printf("  state in %s memory%s; replay buffer of %u samples\n", r->e->ops->name,
+           r->e->lazy ? (r->ecfg.graph ? " for the whole run, steps as CUDA graphs where the "
+                                         "plugin allows"
+                                       : " for the whole run, steps enqueued one by one")
+                      : "",
+           r->task.n);
+    fflush(stdout);
+    r->t_start = r->t_mark = r->t_sync = ath_now_s();
+    r->s_mark = r->step0;
+    r->probe_due = 1;
+    return ATH_EXIT_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* One step                                                                  */
+
+/* The live version failed at `step` (r->err says why). With a version on
+ * probation, roll back to it; the state is that before `step` (nothing that
+ * failed was applied), so the run continues as if the failing version had
+ * never run that step. */
+static step_outcome_t recover(run_t *r, uint64_t step)
+{
+    if (!r->swap)
+        return STEP_FAIL;
+    for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
+        if (r->eng[i])
+            r->eng[i]->ops->forget_plugin(r->eng[i]);
+    if (ath_swap_failed(r->swap, step, &r->trunk, r->err.msg) != 0)
+        return STEP_FAIL;
+    ath_scalars_t sc = r->e->sc;
+    sc.step = step - 1;
+    sc.fault_step = 0;
+    sc.fault_kind = ATH_FAULT_NONE;
+    if (r->e->ops->put(r->e, NULL, NULL, NULL, &sc, &r->err) != 0 || use_engine(r, &sc) != 0)
+        return STEP_FAIL;
+    return STEP_RETRY;
+}
+
+static void progress_line(run_t *r, uint64_t step)
+{
+    double now = ath_now_s();
+    double rate = now > r->t_mark ? (double)(step - r->s_mark) / (now - r->t_mark) : 0.0;
+    printf("step %8llu  loss %.6e  %8.1f steps/s\n", (unsigned long long)step, r->last_loss,
+           rate);
+    fflush(stdout);
+    r->t_mark = now;
+    r->s_mark = step;
+}
+
+/* Waits for the engine, reports the steps it completed (curve, CSV), and
+ * handles what is due at the step reached: a fault, the end of probation, a
+ * checkpoint, a progress line. */
+static step_outcome_t sync_report(run_t *r)
+{
+    const ath_train_opts_t *o = r->o;
+    ath_engine_t *e = r->e;
+    ath_watchdog_arm("waiting for the device", e->enqueued);
+    const double t0 = ath_now_s();
+    int rc = e->ops->sync(e, &r->err);
+    ath_watchdog_disarm();
+    if (rc != 0)
+        return STEP_FAIL;
+    r->t_sync = ath_now_s();
+    r->wait_s += r->t_sync - t0;
+    r->probe_due = 1;
+    const ath_scalars_t *sc = &e->sc;
+    const uint64_t before = r->reported;
+    const uint64_t last = sc->fault_step ? sc->fault_step - 1 : sc->step;
+    for (uint64_t s = r->reported + 1; s <= last; s++) {
+        double loss = e->ring[(s - 1) % ATH_ENGINE_RING];
+        if (s == 1)
+            r->first_loss = loss;
+        r->last_loss = loss;
+        if (ath_curve_push(&r->curve, s, loss, &r->err) != 0 ||
+            (r->csv.f && ath_csv_row(&r->csv, s, loss, &r->err) != 0))
+            return STEP_FAIL;
+    }
+    if (last > r->reported)
+        r->reported = last;
+    if (sc->fault_step) {
+        const uint64_t f = sc->fault_step;
+        const double loss = e->ring[(f - 1) % ATH_ENGINE_RING];
+        if (sc->fault_kind == ATH_FAULT_LOSS)
+            ath_errf(&r->err, "the loss is not finite at step %llu (%g)", (unsigned long long)f,
+                     loss);
+        else
+            ath_errf(&r->err,
+                     "a gradient is not finite at step %llu (loss %g); the update was not "
+                     "applied",
+                     (unsigned long long)f, loss);
+        return recover(r, f);
+    }
+    if (r->swap)
+        ath_swap_step_done(r->swap, last);
+    if (last == before)
+        return STEP_OK;
+    const int ckpt_due = o->checkpoint && o->checkpoint_every &&
+                         last % o->checkpoint_every == 0 && last != r->last_saved;
+    const int log_due = last % r->log_every == 0 || last == r->step0 + 1 || last == o->steps;
+    if (ckpt_due && save_checkpoint(r, &r->err) != 0) {
+        r->code = ATH_EXIT_CHECKPOINT;
+        return STEP_FAIL;
+    }
+    if (log_due && r->csv.f && ath_csv_flush(&r->csv, &r->err) != 0)
+        return STEP_FAIL;
+    if (log_due && !o->quiet)
+        progress_line(r, last);
+    return STEP_OK;
+}
+
+static int sync_due(const run_t *r, uint64_t step)
+{
+    const ath_train_opts_t *o = r->o;
+    if (!r->e->lazy || g_stop)
+        return 1;
+    return step % r->log_every == 0 || step == r->step0 + 1 || step >= o->steps ||
+           (o->checkpoint_every && step % o->checkpoint_every == 0) ||
+           step - r->reported >= ATH_ENGINE_RING || ath_now_s() - r->t_sync > SYNC_EVERY_S;
+}
+
+static step_outcome_t run_step(run_t *r)
+{
+    const uint64_t step = r->e->enqueued + 1;
+    step_outcome_t oc;
+    if (g_stop) {
+        oc = sync_report(r);
+        return oc == STEP_OK ? STEP_STOP : oc;
+    }
+    /* Between two steps: a swap needs the parameters on the host. */
+    if (r->swap && ath_swap_due(r->swap, step - 1)) {
+        if ((oc = sync_report(r)) != STEP_OK)
+            return oc;
+        if (r->e->ops->get(r->e, r->params, r->m, r->v, &r->err) != 0)
+            return STEP_FAIL;
+        for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
+            if (r->eng[i])
+                r->eng[i]->ops->forget_plugin(r->eng[i]);
+        if (ath_swap_poll(r->swap, step - 1, r->params, &r->trunk) > 0) {
+            ath_scalars_t sc = r->e->sc;
+            if (use_engine(r, &sc) != 0)
+                return STEP_FAIL;
+        }
+    }
+    ath_watchdog_arm(r->e->lazy ? "enqueueing a step on the device" : "a plugin call", step);
+    const double t0 = ath_now_s();
+    int rc = r->e->ops->step(r->e, &r->trunk, r->probe_due, &r->err);
+    r->enqueue_s += ath_now_s() - t0;
+    ath_watchdog_disarm();
+    if (rc != 0) {
+        /* Earlier steps first: an earlier fault is the one to handle. */
+        ath_err_t call = r->err;
+        if ((oc = sync_report(r)) != STEP_OK)
+            return oc;
+        r->err = call;
+        return recover(r, step);
+    }
+    r->probe_due = 0;
+    return sync_due(r, step) ? sync_report(r) : STEP_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The end                                                                   */
+
+/* The host path times every phase of every step with the clock; what is left
+ * of the wall time is the loop's own work. The device path times the phases
+ * of one eagerly enqueued step after each sync (CUDA events, so each phase
+ * includes its launch gap) and, in graph mode, one whole replay; the host's
+ * share is then what it spent enqueueing, waiting at syncs, and on the rest
+ * of the loop, which add up to the wall time. */
+static void timing_summary(const run_t *r, double elapsed, uint64_t ran)
+{
+    const ath_engine_t *e = r->e;
+    if (!ran || !e->timed)
+        return;
+    const double per = 1e6 / (double)ran, wall_us = elapsed * per;
+    printf("summary: time per step (mean of %u timed step%s, %s):\n", e->timed,
+           e->timed == 1 ? "" : "s",
+           e->lazy ? "enqueued one by one, CUDA events" : "host clock");
+    double phases_us = 0.0;
+    for (int p = 0; p < ATH_PHASES; p++) {
+        double us = e->phase_us[p] / e->timed;
+        phases_us += us;
+        printf("summary:   %-30s %9.1f us\n", ath_phase_names[p], us);
+    }
+    if (!e->lazy) {
+        printf("summary:   %-30s %9.1f us (wall %.1f us per step)\n", "host overhead",
+               wall_us - phases_us, wall_us);
+        return;
+    }
+    if (e->graph_timed)
+        printf("summary:   %-30s %9.1f us (mean of %u replays)\n", "device: step as a CUDA graph",
+               e->graph_us / e->graph_timed, e->graph_timed);
+    const double enq = r->enqueue_s * per, wait = r->wait_s * per;
+    printf("summary:   %-30s %9.1f us (launch calls; they block while the device's queue is "
+           "full)\n",
+           "host: enqueueing", enq);
+    printf("summary:   %-30s %9.1f us\n", "host: waiting at syncs", wait);
+    printf("summary:   %-30s %9.1f us (wall %.1f us per step)\n", "host: rest of the loop",
+           wall_us - enq - wait, wall_us);
+}
+
+static int run_summary(run_t *r, step_outcome_t oc)
+{
+    const ath_train_opts_t *o = r->o;
+    double elapsed = ath_now_s() - r->t_start;
+    if (oc == STEP_FAIL) {
+        fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+        return r->code ? r->code : ATH_EXIT_FAILURE;
+    }
+    const uint64_t end = r->reported;
+    if (o->checkpoint && end != r->last_saved && end > r->step0) {
+        if (save_checkpoint(r, &r->err) != 0) {
+            fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+            return ATH_EXIT_CHECKPOINT;
+        }
+    }
+    if (ath_csv_close(&r->csv, &r->err) != 0) {
+        fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+        return ATH_EXIT_FAILURE;
+    }
+    const ath_plugin_t *pl = &r->trunk.plugin;
+    if (o->svg) {
+        char title[512];
+        snprintf(title, sizeof title, "auxtrunk-host: %s, ENC=%d H1=%d H2=%d AUX=%d, batch %d",
+                 pl->api.impl_name, o->enc, o->h1, o->h2, o->aux, o->batch);
+        if (ath_svg_write(o->svg, &r->curve, title, &r->err) != 0) {
+            fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+            return ATH_EXIT_FAILURE;
+        }
+    }
+    uint64_t ran = end - r->step0;
+    printf("summary: plugin %s, kernel %s\n", pl->api.impl_name, pl->api.kernel_version);
+    printf("summary: %llu steps (%llu..%llu) in %.2f s, %.1f steps/s\n", (unsigned long long)ran,
+           (unsigned long long)(ran ? r->step0 + 1 : r->step0), (unsigned long long)end, elapsed,
+           elapsed > 0 ? (double)ran / elapsed : 0.0);
+    if (ran)
+        printf("summary: loss start %.6e (step 1), final %.6e (step %llu), ratio %.1fx\n",
+               r->first_loss, r->last_loss, (unsigned long long)end,
+               r->first_loss / r->last_loss);
+    else
+        printf("summary: the checkpoint is already at step %llu; nothing to do\n",
+               (unsigned long long)r->step0);
+    timing_summary(r, elapsed, ran);
+    if (r->swap) {
+        ath_swap_stats_t st = ath_swap_stats(r->swap);
+        printf("summary: hot-swap: %u taken, %u refused, %u unchanged, %u rolled back\n", st.taken,
+               st.refused, st.unchanged, st.rolled_back);
+    }
+    if (o->checkpoint && ran)
+        printf("summary: checkpoint %s at step %llu\n", o->checkpoint, (unsigned long long)end);
+    if (oc == STEP_STOP) {
+        printf("summary: stopped by %s after step %llu\n", g_stop == SIGINT ? "SIGINT" : "SIGTERM",
+               (unsigned long long)end);
+        return 128 + (int)g_stop;
+    }
+    return ATH_EXIT_OK;
 }
 
 int ath_train_run(const ath_train_opts_t *o)
 {
     run_t r;
-    memset(&r, 0, sizeof r);
-    ath_err_t err = {{0}};
-    int code = ATH_EXIT_FAILURE;
-
-    auxtrunk_config_t config = {sizeof config, 0, o->enc, o->h1, o->h2, o->aux, o->batch, -1};
-    ath_load_status_t ls;
-    if (o->swap) {
-        if (ath_swap_create(&r.swap, o->swap, &config, o->device, &err) != 0) {
-            fprintf(stderr, "auxtrunk-host: %s\n", err.msg);
-            return ATH_EXIT_PLUGIN;
+    int code = run_open(&r, o);
+    if (code == ATH_EXIT_OK) {
+        step_outcome_t oc = STEP_OK;
+        for (;;) {
+            oc = r.e->enqueued < o->steps ? run_step(&r) : sync_report(&r);
+            if (oc == STEP_FAIL || oc == STEP_STOP ||
+                (oc == STEP_OK && r.e->enqueued >= o->steps && r.reported >= o->steps))
+                break;
         }
-        ls = ath_swap_open(r.swap, o->plugin, &r.trunk, &err);
-    } else {
-        ls = ath_vet_open(&r.trunk, o->plugin, &config, o->device, NULL, NULL, &err);
+        code = run_summary(&r, oc);
     }
-    if (ls != ATH_LOAD_OK) {
-        ath_swap_destroy(r.swap);
-        fprintf(stderr, "auxtrunk-host: plugin refused (%s): %s\n", ath_load_status_name(ls),
-                err.msg);
-        return ATH_EXIT_PLUGIN;
-    }
-    const ath_plugin_t *pl = &r.trunk.plugin;
-    const size_t P = r.trunk.n_params;
-    const size_t B = (size_t)o->batch;
-    r.params = malloc(P * sizeof(float));
-    r.grads = malloc(P * sizeof(float));
-    r.x = malloc(B * (size_t)o->enc * sizeof(float));
-    r.target = malloc(B * (size_t)o->aux * sizeof(float));
-    r.out = malloc(B * (size_t)o->aux * sizeof(float));
-    r.dout = malloc(B * (size_t)o->aux * sizeof(float));
-    if (!r.params || !r.grads || !r.x || !r.target || !r.out || !r.dout) {
-        ath_errf(&err, "out of host memory");
-        goto fail;
-    }
-    if (ath_adam_create(&r.adam, P, o->lr, &err) != 0 ||
-        ath_task_create(&r.task, &config, o->seed, &err) != 0)
-        goto fail;
-
-    /* Fresh start or resume. */
-    uint64_t step0 = 0;
-    double first_loss = NAN;
-    ath_rng_t data = ath_task_data_stream(o->seed);
-    if (o->resume) {
-        ath_ckpt_meta_t expect = meta_of(o, &r.adam), got;
-        if (ath_ckpt_load(o->resume, &expect, &got, r.params, r.adam.m, r.adam.v, P, &err) !=
-            0) {
-            fprintf(stderr, "auxtrunk-host: cannot resume: %s\n", err.msg);
-            code = ATH_EXIT_CHECKPOINT;
-            goto done;
-        }
-        step0 = got.step;
-        r.adam.t = got.adam_t;
-        data.state = got.data_state;
-        first_loss = got.first_loss;
-    } else {
-        ath_task_init_params(&config, o->seed, r.params);
-    }
-
-    if (o->csv && ath_csv_open(&r.csv, o->csv, &err) != 0)
-        goto fail;
-
-    uint64_t log_every = o->log_every;
-    if (log_every == 0)
-        log_every = o->steps >= 2000 ? 200 : o->steps >= 200 ? o->steps / 10 : 20;
-    printf("auxtrunk-host: training with %s (%s) from %s\n", pl->api.impl_name,
-           pl->api.kernel_version, pl->path);
-    printf("  topology ENC=%d H1=%d H2=%d AUX=%d (%zu parameters), batch %d, lr %g, seed %llu, "
-           "%s %llu to step %llu\n",
-           o->enc, o->h1, o->h2, o->aux, P, o->batch, (double)o->lr,
-           (unsigned long long)o->seed, o->resume ? "resuming at step" : "from step",
-           (unsigned long long)step0, (unsigned long long)o->steps);
-    fflush(stdout);
-
-    const size_t n_out = B * (size_t)o->aux;
-    double t_start = ath_now_s(), t_mark = t_start;
-    uint64_t s_mark = step0, last_saved = step0;
-    double loss = NAN;
-    for (uint64_t step = step0 + 1; step <= o->steps; step++) {
-        if (r.swap) /* between two steps */
-            ath_swap_poll(r.swap, step - 1, r.params, &r.trunk);
-        ath_task_sample(&r.task, &data, o->batch, r.x, r.target);
-    redo:
-        if (ath_trunk_forward(&r.trunk, r.params, r.x, o->batch, r.out, &err) != 0) {
-            if (rolled_back(&r, step, &err))
-                goto redo;
-            goto fail;
-        }
-        loss = loss_and_grad(r.out, r.target, n_out, r.dout);
-        if (!isfinite(loss)) {
-            ath_errf(&err, "the loss is not finite at step %llu (%g)", (unsigned long long)step,
-                     loss);
-            if (rolled_back(&r, step, &err))
-                goto redo;
-            goto fail;
-        }
-        if (ath_trunk_backward(&r.trunk, r.dout, o->batch, r.grads, &err) != 0) {
-            if (rolled_back(&r, step, &err))
-                goto redo;
-            goto fail;
-        }
-        ath_adam_step(&r.adam, r.params, r.grads);
-        if (r.swap)
-            ath_swap_step_done(r.swap, step);
-
-        if (step == 1)
-            first_loss = loss;
-        if (ath_curve_push(&r.curve, step, loss, &err) != 0)
-            goto fail;
-        if (r.csv.f && ath_csv_row(&r.csv, step, loss, &err) != 0)
-            goto fail;
-        if (o->checkpoint && o->checkpoint_every && step % o->checkpoint_every == 0) {
-            if (save_checkpoint(o, &r, step, &data, first_loss, &err) != 0) {
-                fprintf(stderr, "auxtrunk-host: %s\n", err.msg);
-                code = ATH_EXIT_CHECKPOINT;
-                goto done;
-            }
-            last_saved = step;
-        }
-        if (!o->quiet && (step % log_every == 0 || step == step0 + 1 || step == o->steps)) {
-            double now = ath_now_s();
-            double rate = now > t_mark ? (double)(step - s_mark) / (now - t_mark) : 0.0;
-            printf("step %8llu  loss %.6e  %8.1f steps/s\n", (unsigned long long)step, loss,
-                   rate);
-            fflush(stdout);
-            t_mark = now;
-            s_mark = step;
-            if (r.csv.f && ath_csv_flush(&r.csv, &err) != 0)
-                goto fail;
-        }
-    }
-    double elapsed = ath_now_s() - t_start;
-
-    if (o->checkpoint && last_saved != o->steps && o->steps > step0) {
-        if (save_checkpoint(o, &r, o->steps, &data, first_loss, &err) != 0) {
-            fprintf(stderr, "auxtrunk-host: %s\n", err.msg);
-            code = ATH_EXIT_CHECKPOINT;
-            goto done;
-        }
-    }
-    if (ath_csv_close(&r.csv, &err) != 0)
-        goto fail;
-    if (o->svg) {
-        char title[512];
-        snprintf(title, sizeof title, "auxtrunk-host: %s, ENC=%d H1=%d H2=%d AUX=%d, batch %d",
-                 pl->api.impl_name, o->enc, o->h1, o->h2, o->aux, o->batch);
-        if (ath_svg_write(o->svg, &r.curve, title, &err) != 0)
-            goto fail;
-    }
-
-    uint64_t ran = o->steps > step0 ? o->steps - step0 : 0;
-    printf("summary: plugin %s, kernel %s\n", pl->api.impl_name, pl->api.kernel_version);
-    printf("summary: %llu steps (%llu..%llu) in %.2f s, %.1f steps/s\n", (unsigned long long)ran,
-           (unsigned long long)(ran ? step0 + 1 : step0), (unsigned long long)o->steps, elapsed,
-           elapsed > 0 ? (double)ran / elapsed : 0.0);
-    if (ran)
-        printf("summary: loss start %.6e (step 1), final %.6e (step %llu), ratio %.1fx\n",
-               first_loss, loss, (unsigned long long)o->steps, first_loss / loss);
-    else
-        printf("summary: the checkpoint is already at step %llu; nothing to do\n",
-               (unsigned long long)step0);
-    if (r.swap) {
-        ath_swap_stats_t st = ath_swap_stats(r.swap);
-        printf("summary: hot-swap: %u taken, %u refused, %u unchanged, %u rolled back\n", st.taken,
-               st.refused, st.unchanged, st.rolled_back);
-    }
-    if (o->checkpoint && ran)
-        printf("summary: checkpoint %s at step %llu\n", o->checkpoint,
-               (unsigned long long)o->steps);
-    code = ATH_EXIT_OK;
-    goto done;
-
-fail:
-    fprintf(stderr, "auxtrunk-host: %s\n", err.msg);
-    code = ATH_EXIT_FAILURE;
-done:
     run_free(&r);
     return code;
 }

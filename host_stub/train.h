@@ -1,8 +1,11 @@
 /*
- * train.h — the training loop of the host trainer: the task's samples go
- * through the plugin (forward, backward), the host computes the loss and its
- * gradient, and Adam updates the host-owned parameters. Progress lines, the
- * loss curve (CSV, SVG), checkpoints and resume are handled here.
+ * train.h — the training loop of the host trainer: each step draws a batch
+ * from the task's replay buffer, runs it through the plugin (forward,
+ * backward), computes the loss and its gradient, checks that both are finite
+ * and applies Adam. The state lives with an engine (engine.h): in host
+ * memory for host plugins, in device memory for the whole run for CUDA
+ * plugins. Progress lines, the loss curve (CSV, SVG), checkpoints, resume,
+ * hot swap, the call watchdog and SIGINT/SIGTERM are handled here.
  */
 #ifndef ATH_TRAIN_H
 #define ATH_TRAIN_H
@@ -18,6 +21,7 @@
 #define ATH_TRAIN_STEPS 2000
 #define ATH_TRAIN_LR 1e-3f
 #define ATH_TRAIN_SEED 1
+#define ATH_TRAIN_CALL_TIMEOUT_S 120.0
 
 typedef struct ath_train_opts {
     const char *plugin; /* plugin directory or file */
@@ -34,6 +38,8 @@ typedef struct ath_train_opts {
     uint64_t log_every;        /* progress line interval in steps; 0 = automatic */
     int quiet;                 /* no progress lines, only the summary */
     const struct ath_swap_opts *swap; /* hot-swap settings (swap.h), or NULL for none */
+    int no_graph;          /* CUDA plugins: enqueue every step, never a CUDA graph */
+    double call_timeout_s; /* watchdog: longest a plugin call or a device wait may take; 0 = none */
 } ath_train_opts_t;
 
 /* Runs training; prints progress to stdout and errors to stderr. Returns an

@@ -4,10 +4,11 @@
  * through an ath_trunk_t with host arrays in and out; the trunk moves data
  * across and calls the plugin.
  *
- * The host's arrays (parameters, gradients, optimizer state) are the only
- * copy that matters: the mirrors are refreshed on every call. So a hot swap
- * can open a new ath_trunk_t, check it, and replace the old one between two
- * steps with no state to move.
+ * The mirrors are refreshed on every call, so a trunk holds no training
+ * state: a hot swap can open a new ath_trunk_t, check it with host arrays,
+ * and replace the old one between two steps. The training state belongs to
+ * the run's engine (engine.h); a device-resident engine calls the plugin
+ * directly with its own device buffers and stream, not through these calls.
  */
 #ifndef ATH_TRUNK_H
 #define ATH_TRUNK_H

@@ -20,6 +20,8 @@ enum {
     ATH_EXIT_USAGE = 2,      /* bad command line */
     ATH_EXIT_PLUGIN = 3,     /* the plugin was refused (missing, not loadable, ABI, table, init) */
     ATH_EXIT_CHECKPOINT = 4, /* a checkpoint could not be read, was refused, or could not be written */
+    ATH_EXIT_HUNG = 5,       /* a plugin call or the device did not return within --call-timeout */
+    /* Ended by SIGINT or SIGTERM (after the final checkpoint): 128 + the signal. */
 };
 
 /* Text of the last failure, written by the callee, printed by main. */

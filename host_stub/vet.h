@@ -75,7 +75,10 @@ typedef struct ath_vet_open_opts {
     const struct ath_allow *allow;  /* NULL or empty: no allow-list */
     const char *allow_name;         /* the allow-list's file, for messages */
     double timeout_s;               /* 0: ATH_VET_TIMEOUT_S */
-    const char *exe;                /* exec this program for the child (NULL: fork) */
+    const char *exe;                /* exec this program for the child (NULL: fork; a
+                                       process that already holds a CUDA context must
+                                       give one: the first load of a run happens before
+                                       any, so trainers fork) */
 } ath_vet_open_opts_t;
 
 /*

@@ -21,23 +21,24 @@
 
 enum { B = 256, ENC = 256, H1 = 256, H2 = 256, AUX = 128 };
 
-/* A parameter set, or its gradient, in one flat buffer [W1 b1 W2 b2 W3 b3]. */
-static auxtrunk_grads_t flat(const auxtrunk_config_t *c, float *w)
+/* A parameter set, or its gradient, in one flat buffer: the ABI's flat
+ * layout (W1, b1, W2, b2, W3, b3 at the AUXTRUNK_*_OFFSET of the config). */
+static auxtrunk_params_t params_at(const auxtrunk_config_t *c, const float *w)
 {
-    auxtrunk_grads_t g = {.struct_size = sizeof g, .dw1 = w};
-    g.db1 = g.dw1 + AUXTRUNK_W1_COUNT(c);
-    g.dw2 = g.db1 + c->h1;
-    g.db2 = g.dw2 + AUXTRUNK_W2_COUNT(c);
-    g.dw3 = g.db2 + c->h2;
-    g.db3 = g.dw3 + AUXTRUNK_W3_COUNT(c);
-    return g;
+    auxtrunk_params_t p = {.struct_size = sizeof p,
+                           .w1 = w + AUXTRUNK_W1_OFFSET(c), .b1 = w + AUXTRUNK_B1_OFFSET(c),
+                           .w2 = w + AUXTRUNK_W2_OFFSET(c), .b2 = w + AUXTRUNK_B2_OFFSET(c),
+                           .w3 = w + AUXTRUNK_W3_OFFSET(c), .b3 = w + AUXTRUNK_B3_OFFSET(c)};
+    return p;
 }
 
-static auxtrunk_params_t params_of(auxtrunk_grads_t g)
+static auxtrunk_grads_t grads_at(const auxtrunk_config_t *c, float *g)
 {
-    auxtrunk_params_t p = {.struct_size = sizeof p, .w1 = g.dw1, .b1 = g.db1, .w2 = g.dw2,
-                           .b2 = g.db2, .w3 = g.dw3, .b3 = g.db3};
-    return p;
+    auxtrunk_grads_t d = {.struct_size = sizeof d,
+                          .dw1 = g + AUXTRUNK_W1_OFFSET(c), .db1 = g + AUXTRUNK_B1_OFFSET(c),
+                          .dw2 = g + AUXTRUNK_W2_OFFSET(c), .db2 = g + AUXTRUNK_B2_OFFSET(c),
+                          .dw3 = g + AUXTRUNK_W3_OFFSET(c), .db3 = g + AUXTRUNK_B3_OFFSET(c)};
+    return d;
 }
 
 typedef struct step {
@@ -89,8 +90,8 @@ int main(int argc, char **argv)
     const char *failed;
     int32_t rc;
 
-    CHECK("a stream (a MEM_CUDA plugin needs a build with CUDA)",
-          space_open(cuda, &stream) ? AUXTRUNK_E_UNSUPPORTED : AUXTRUNK_OK);
+    const char *no_stream = space_open(cuda, &stream);
+    CHECK(no_stream ? no_stream : "stream", no_stream ? AUXTRUNK_E_DEVICE : AUXTRUNK_OK);
     CHECK("init", api->init(&cfg, &h));
     CHECK("host memory", host ? AUXTRUNK_OK : AUXTRUNK_E_OUT_OF_MEMORY);
     for (size_t i = 0; i < P; i++) /* the target network starts as a copy */
@@ -99,9 +100,9 @@ int main(int argc, char **argv)
         host[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     dev = space_alloc(cuda, host, total);
     CHECK("buffers", dev ? AUXTRUNK_OK : AUXTRUNK_E_OUT_OF_MEMORY);
-    const step_t s = {.online = params_of(flat(&cfg, dev)),
-                      .target = params_of(flat(&cfg, dev + P)),
-                      .grads = flat(&cfg, dev + 2 * P),
+    const step_t s = {.online = params_at(&cfg, dev),
+                      .target = params_at(&cfg, dev + P),
+                      .grads = grads_at(&cfg, dev + 2 * P),
                       .x = dev + 3 * P,
                       .dout = dev + 3 * P + X,
                       .out = dev + 3 * P + X + Y,
@@ -111,7 +112,7 @@ int main(int argc, char **argv)
     CHECK("copy back", space_get(cuda, stream, host, dev, total) ? AUXTRUNK_E_DEVICE
                                                                   : AUXTRUNK_OK);
     const float *out = host + 3 * P + X + Y;
-    CHECK("target infer equal to the forward",
+    CHECK("target infer differs from forward on equal parameters",
           memcmp(out, out + Y, Y * sizeof *out) ? AUXTRUNK_E_INTERNAL : AUXTRUNK_OK);
 
     const char *graph = "not claimed";
@@ -138,8 +139,9 @@ int main(int argc, char **argv)
               ok ? AUXTRUNK_OK : captured != AUXTRUNK_OK ? captured : AUXTRUNK_E_DEVICE);
         int same = memcmp(host, host + total, total * sizeof *host) == 0;
         graph = same ? "replayed, bit-identical to the eager step" : "replayed, results differ";
-        CHECK("a deterministic replay", same || !(api->caps & AUXTRUNK_CAP_DETERMINISTIC)
-                                            ? AUXTRUNK_OK : AUXTRUNK_E_INTERNAL);
+        int deterministic = (api->caps & AUXTRUNK_CAP_DETERMINISTIC) != 0;
+        CHECK("deterministic, yet the replay differs",
+              same || !deterministic ? AUXTRUNK_OK : AUXTRUNK_E_INTERNAL);
     }
 #endif
     printf("auxtrunk-example: %s [%s], %s memory, B=%d: forward, backward, infer ok, "
@@ -147,7 +149,7 @@ int main(int argc, char **argv)
            api->impl_name, api->kernel_version, cuda ? "CUDA device" : "host", B, out[0], graph);
 done:
     if (rc != AUXTRUNK_OK)
-        fprintf(stderr, "auxtrunk-example: %s: %s failed: %s\n", api->impl_name, failed,
+        fprintf(stderr, "auxtrunk-example: %s: %s: %s\n", api->impl_name, failed,
                 h && api->last_error(h)[0] ? api->last_error(h) : auxtrunk_status_message(rc));
     if (h)
         api->destroy(h);

@@ -3,7 +3,7 @@
  * memory (MEM_HOST plugins), or CUDA device memory and a non-blocking stream
  * (MEM_CUDA plugins, in a build with EXAMPLE_WITH_CUDA). A trainer has its own
  * allocator and stream; this file only keeps example.c about the plugin.
- * Every function returns 0 (or a pointer) on success.
+ * space_open returns NULL or what failed; the others 0 or a pointer on success.
  */
 #ifndef EXAMPLE_SPACE_H
 #define EXAMPLE_SPACE_H
@@ -16,18 +16,20 @@
 
 /* The trainer's own stream: non-blocking, so it never waits on the legacy
  * default stream. Host plugins ignore the stream (*stream stays NULL). */
-static int space_open(int cuda, void **stream)
+static const char *space_open(int cuda, void **stream)
 {
     *stream = NULL;
+    if (!cuda)
+        return NULL;
 #ifdef EXAMPLE_WITH_CUDA
     cudaStream_t s;
-    if (cuda && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-        return -1;
-    if (cuda)
-        *stream = s;
-    return 0;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return cudaGetErrorString(e);
+    *stream = s;
+    return NULL;
 #else
-    return cuda ? -1 : 0; /* a CUDA plugin needs a build with EXAMPLE_WITH_CUDA */
+    return "this build has no CUDA (EXAMPLE_WITH_CUDA), which a MEM_CUDA plugin needs";
 #endif
 }
 

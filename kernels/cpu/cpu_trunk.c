@@ -86,7 +86,7 @@ static void transpose(const float *restrict w, int32_t K, int32_t N, float *rest
 /* Forward (section 1) and inference (section 4)                             */
 
 /* All three layers for `rows` samples; h1, h2 receive their rows. */
-static void trunk_rows(cpu_dims_t d, const cpu_params_t *p, const float *x, int32_t rows,
+static void trunk_rows(atk_dims_t d, const atk_params_t *p, const float *x, int32_t rows,
                        float *h1, float *h2, float *out)
 {
     rows_chain(x, rows, d.enc, p->w1, d.h1, p->b1, h1);
@@ -96,7 +96,7 @@ static void trunk_rows(cpu_dims_t d, const cpu_params_t *p, const float *x, int3
     rows_chain(h2, rows, d.h2, p->w3, d.aux, p->b3, out);
 }
 
-void cpu_trunk_forward(cpu_dims_t d, const cpu_params_t *p, const float *x, int32_t batch,
+void cpu_trunk_forward(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
                        float *h1, float *h2, float *out)
 {
     for (int32_t b0 = 0; b0 < batch; b0 += FWD_ROWS)
@@ -104,14 +104,14 @@ void cpu_trunk_forward(cpu_dims_t d, const cpu_params_t *p, const float *x, int3
                    h1 + (size_t)b0 * d.h1, h2 + (size_t)b0 * d.h2, out + (size_t)b0 * d.aux);
 }
 
-size_t cpu_trunk_infer_workspace(cpu_dims_t d)
+size_t cpu_trunk_infer_workspace(atk_dims_t d)
 {
     return (size_t)FWD_ROWS * ((size_t)d.h1 + (size_t)d.h2);
 }
 
 /* Rows are independent in section 1, so a block-sized scratch for h1 and h2
  * gives the training forward's bits without touching its record. */
-void cpu_trunk_infer(cpu_dims_t d, const cpu_params_t *p, const float *x, int32_t batch,
+void cpu_trunk_infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
                      float *out, float *ws)
 {
     float *h1 = ws, *h2 = ws + (size_t)FWD_ROWS * d.h1;
@@ -171,7 +171,7 @@ typedef struct set_layout {
     size_t w1, b1, w2, b2, w3, b3, count;
 } set_layout_t;
 
-static set_layout_t set_layout(cpu_dims_t d)
+static set_layout_t set_layout(atk_dims_t d)
 {
     set_layout_t s = {AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
                       AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
@@ -200,7 +200,7 @@ typedef struct bwd_layout {
     size_t wt3, wt2, dh2, dh1, stack, total;
 } bwd_layout_t;
 
-static bwd_layout_t bwd_layout(cpu_dims_t d, int32_t batch)
+static bwd_layout_t bwd_layout(atk_dims_t d, int32_t batch)
 {
     bwd_layout_t l;
     size_t rows = (size_t)min_i32(C, batch);
@@ -213,7 +213,7 @@ static bwd_layout_t bwd_layout(cpu_dims_t d, int32_t batch)
     return l;
 }
 
-size_t cpu_trunk_backward_workspace(cpu_dims_t d, int32_t max_batch)
+size_t cpu_trunk_backward_workspace(atk_dims_t d, int32_t max_batch)
 {
     return bwd_layout(d, max_batch).total;
 }
@@ -251,8 +251,8 @@ static void grad_store(float *restrict g, const float *restrict r, size_t n, int
  * Hence the result equals the level-by-level tree bit for bit, and the stack
  * never holds more than floor(log2(nc)) + 1 sets (the number of bits of nc).
  */
-void cpu_trunk_backward(cpu_dims_t d, const cpu_params_t *p, const float *x, const float *h1,
-                        const float *h2, const float *dout, int32_t batch, const cpu_grads_t *g,
+void cpu_trunk_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
                         int accumulate, float *ws)
 {
     const bwd_layout_t l = bwd_layout(d, batch);

@@ -21,36 +21,31 @@
 extern "C" {
 #endif
 
-/* The shared shapes and views (kernels/common/trunk_types.h). */
-typedef atk_dims_t cpu_dims_t;
-typedef atk_params_t cpu_params_t;
-typedef atk_grads_t cpu_grads_t;
-
 /* Training forward: h1 [B, H1], h2 [B, H2] (kept for backward) and out [B, AUX]
  * from x [B, ENC]. */
-void cpu_trunk_forward(cpu_dims_t d, const cpu_params_t *p, const float *x, int32_t batch,
+void cpu_trunk_forward(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
                        float *h1, float *h2, float *out);
 
 /* Floats of scratch cpu_trunk_infer needs (independent of the batch). */
-size_t cpu_trunk_infer_workspace(cpu_dims_t d);
+size_t cpu_trunk_infer_workspace(atk_dims_t d);
 
 /* Inference forward: out [B, AUX] only, the same bits as cpu_trunk_forward;
  * hidden activations live in ws (cpu_trunk_infer_workspace floats). */
-void cpu_trunk_infer(cpu_dims_t d, const cpu_params_t *p, const float *x, int32_t batch,
+void cpu_trunk_infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
                      float *out, float *ws);
 
 /* Floats of workspace cpu_trunk_backward needs for any batch up to max_batch:
  * O(log2(max_batch / AUXTRUNK_CANON_CHUNK) * parameter count + CHUNK * (H1 + H2)),
  * never proportional to the batch. */
-size_t cpu_trunk_backward_workspace(cpu_dims_t d, int32_t max_batch);
+size_t cpu_trunk_backward_workspace(atk_dims_t d, int32_t max_batch);
 
 /* Backward of the forward that produced h1, h2 from x (same params): the six
  * gradients of sum(out ⊙ dout), dout [B, AUX]. accumulate = 0: each gradient
  * element is overwritten; else g = g + result (one addition, after the
  * canonical sum is complete). ws holds cpu_trunk_backward_workspace(d, M)
  * floats for some M >= batch. */
-void cpu_trunk_backward(cpu_dims_t d, const cpu_params_t *p, const float *x, const float *h1,
-                        const float *h2, const float *dout, int32_t batch, const cpu_grads_t *g,
+void cpu_trunk_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
                         int accumulate, float *ws);
 
 #ifdef __cplusplus

@@ -216,7 +216,7 @@ cudaError_t v1_layer_forward(const float *a, const float *w, const float *c, int
     return cudaGetLastError();
 }
 
-cudaError_t v1_dh_pre(v1_dims_t d, const float *w2, const float *w3, const float *h1,
+cudaError_t v1_dh_pre(atk_dims_t d, const float *w2, const float *w3, const float *h1,
                       const float *h2, const float *dout, int batch, float *dh2, float *dh1,
                       cudaStream_t stream)
 {
@@ -270,7 +270,7 @@ cudaError_t v1_prepare(void)
     return cudaSuccess;
 }
 
-cudaError_t v1_forward(v1_dims_t d, const v1_params_t *p, const float *x, int batch, float *h1,
+cudaError_t v1_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,
                        float *h2, float *out, cudaStream_t stream)
 {
     V1_REQUIRE(p);
@@ -279,11 +279,18 @@ cudaError_t v1_forward(v1_dims_t d, const v1_params_t *p, const float *x, int ba
     return v1_layer_forward(h2, p->w3, p->b3, batch, d.h2, d.aux, 0, out, stream);
 }
 
-cudaError_t v1_backward(v1_dims_t d, const v1_params_t *p, const float *x, const float *h1,
-                        const float *h2, const float *dout, int batch, const v1_grads_t *g,
-                        int accumulate, float *dh2, float *dh1, cudaStream_t stream)
+size_t v1_workspace_floats(atk_dims_t d, int max_batch)
 {
-    V1_REQUIRE(p && g);
+    return (size_t)max_batch * ((size_t)d.h2 + (size_t)d.h1);
+}
+
+cudaError_t v1_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                        int accumulate, float *workspace, cudaStream_t stream)
+{
+    V1_REQUIRE(p && g && workspace);
+    float *const dh2 = workspace;
+    float *const dh1 = dh2 + (size_t)batch * d.h2;
     V1_TRY(v1_dh_pre(d, p->w2, p->w3, h1, h2, dout, batch, dh2, dh1, stream));
     V1_TRY(v1_dw_reduce(h2, dout, batch, d.h2, d.aux, accumulate, g->dw3, stream));
     V1_TRY(v1_db_reduce(dout, batch, d.aux, accumulate, g->db3, stream));

@@ -22,6 +22,8 @@
 #ifndef AUXTRUNK_TRUNK_V1_H
 #define AUXTRUNK_TRUNK_V1_H
 
+#include <stddef.h>
+
 #include <cuda_runtime_api.h>
 
 #include "trunk_types.h"
@@ -29,11 +31,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The shared shapes and views (kernels/common/trunk_types.h). */
-typedef atk_dims_t v1_dims_t;
-typedef atk_params_t v1_params_t;
-typedef atk_grads_t v1_grads_t;
 
 /* ------------------------------------------------------------------------- */
 /* The building blocks                                                       */
@@ -45,7 +42,7 @@ cudaError_t v1_layer_forward(const float *a, const float *w, const float *c, int
 
 /* dh2 [B, H2] = (dout [B, AUX] · w3ᵀ) ⊙ ELU'(h2), then
  * dh1 [B, H1] = (dh2 · w2ᵀ) ⊙ ELU'(h1)   (canonical section 2). */
-cudaError_t v1_dh_pre(v1_dims_t d, const float *w2, const float *w3, const float *h1,
+cudaError_t v1_dh_pre(atk_dims_t d, const float *w2, const float *w3, const float *h1,
                       const float *h2, const float *dout, int batch, float *dh2, float *dh1,
                       cudaStream_t stream);
 
@@ -69,15 +66,21 @@ cudaError_t v1_prepare(void);
 
 /* Forward: h1 [B, H1], h2 [B, H2] (recorded or scratch, the caller decides)
  * and out [B, AUX] from x [B, ENC]. Three launches. */
-cudaError_t v1_forward(v1_dims_t d, const v1_params_t *p, const float *x, int batch, float *h1,
+cudaError_t v1_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,
                        float *h2, float *out, cudaStream_t stream);
 
+/* Floats of workspace v1_backward needs for batches up to max_batch: dh2_pre
+ * [max_batch, H2] and dh1_pre [max_batch, H1]. No per-sample partials: batch
+ * sums keep their chunk partials in shared memory. */
+size_t v1_workspace_floats(atk_dims_t d, int max_batch);
+
 /* Backward from the forward's x, h1, h2 and dout [B, AUX]: the six gradients
- * (overwrite, or g = g + result if accumulate), using dh2 [B, H2] and
- * dh1 [B, H1] as workspace. Seven launches. There is no gradient for x. */
-cudaError_t v1_backward(v1_dims_t d, const v1_params_t *p, const float *x, const float *h1,
-                        const float *h2, const float *dout, int batch, const v1_grads_t *g,
-                        int accumulate, float *dh2, float *dh1, cudaStream_t stream);
+ * (overwrite, or g = g + result if accumulate), with dh2 [B, H2] and then
+ * dh1 [B, H1] in workspace (v1_workspace_floats). Seven launches. There is no
+ * gradient for x. */
+cudaError_t v1_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                        int accumulate, float *workspace, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -676,8 +676,8 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
      * waiting for the previous launch (trunk_v2_pdl.cuh): they join the
      * first commit group, which the first wait covers. Not in the 128-row
      * tiles: at the batches that take them the early copies are worth
-     * nothing, and the branch cost the 8x8 kernels' register schedule 2.5%
-     * at B = 65,536 (H200 probe). */
+     * nothing, and the branch costs the 8x8 kernels' register schedule
+     * (docs/perf-notes.md, decided settings). */
     const bool pre = BM < 128 && g.b_pre;
     if (pre) {
 #pragma unroll
@@ -1094,8 +1094,7 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
  * forward's orientation (A k-contiguous, B d-contiguous). A copy moves
  * values only: the chains, and so the bits, are unchanged. */
 /* Smallest batch whose hidden gradients take the transposed copies: below
- * it the copy's launch costs more than it saves (H200: 2-4 us slower up to
- * B = 8,192, 9 us faster at 16,384, 34 us at 65,536; docs/perf-notes.md). */
+ * it the copy's launch costs more than it saves (docs/perf-notes.md). */
 constexpr int DH_TRANSPOSE_MIN_BATCH = 16384;
 constexpr int TP = 32; /* transpose tile edge; blocks of TP x 8 threads */
 
@@ -1138,9 +1137,7 @@ __global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
  * blocks than multiprocessors, smaller tiles win because the small batches
  * of RL are latency-bound. 128 rather than 132: the widths are powers of
  * two, so tile counts are too, and 128 blocks of the larger tile (4 SMs
- * idle) beat 512 of the next smaller one (H200 probe, graph step: B = 2,048
- * 127 -> 93 us, 8,192 276 -> 260 us, no batch slower; 64 or 32 as the bound
- * were slower at 4,096 by 53 and 69 us). */
+ * idle) beat 512 of the next smaller one (docs/perf-notes.md, 2.3). */
 constexpr int FULL_WAVE = 128;
 
 inline int tiles(int m, int n, int bm, int bn)
@@ -1160,10 +1157,9 @@ inline int pick(int m, int n, int mult)
 /* Tile rows of a forward or hidden-gradient launch: when even the 16 x 32
  * tiles (1 x 2 per thread) fit one wave at one block per SM, they put twice
  * as many multiprocessors to work as 32 x 32 tiles; at B = 256 a 256-wide
- * layer is 64 blocks of 32 x 32 (64 of 132 SMs) or 128 of 16 x 32 (H200
- * probe, eager step: B = 129 / 192 / 256 -3.5 / -2.7 / -2.9 us; at 384,
- * where 192 blocks of 16 x 32 would stack two on some SMs, +6.8 us, hence
- * the one-wave bound). Only for the async tile with A k-contiguous
+ * layer is 64 blocks of 32 x 32 (64 of 132 SMs) or 128 of 16 x 32. Beyond
+ * one wave (B = 384: 192 blocks, two on some SMs) they are slower, hence the
+ * bound (docs/perf-notes.md, 2.4). Only for the async tile with A k-contiguous
  * (`row16`: VEC and A_KC), whose fragment loads have a 1-wide form. */
 inline int pick_rows(int m, int n, bool row16)
 {
@@ -1173,7 +1169,7 @@ inline int pick_rows(int m, int n, bool row16)
 
 /* Tile of the weight-gradient launch with `rows` grid rows: sized by the
  * largest of the three problems (W1 or W2). */
-inline int pick_grads(v2_dims_t d, int rows)
+inline int pick_grads(atk_dims_t d, int rows)
 {
     const int wm = d.enc > d.h1 ? d.enc : d.h1, wn = d.h1 > d.h2 ? d.h1 : d.h2;
     return pick(wm, wn, rows);
@@ -1183,7 +1179,7 @@ inline int pick_grads(v2_dims_t d, int rows)
  * when the pairs alone still fill the GPU with the same tile (large
  * batches: half the partials, the same speed), else 1 (mid batches, where
  * halving the blocks would force a smaller tile). */
-inline int fold_of(v2_dims_t d, int nc)
+inline int fold_of(atk_dims_t d, int nc)
 {
     if (GRAD_FOLD == 1 || nc <= 1)
         return 1;
@@ -1192,7 +1188,7 @@ inline int fold_of(v2_dims_t d, int nc)
 }
 
 /* Tree nodes (partials in the workspace) of a batch of nc chunks. */
-inline int nodes_of(v2_dims_t d, int nc)
+inline int nodes_of(atk_dims_t d, int nc)
 {
     const int f = fold_of(d, nc);
     return (nc + f - 1) / f;
@@ -1344,7 +1340,7 @@ extern "C" cudaError_t v2_prepare(void)
     return v2_rows_prepare();
 }
 
-extern "C" cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_t *p,
+extern "C" cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p,
                                                    float *w2t, float *w3t, cudaStream_t stream)
 {
     if (!p || !p->w2 || !p->w3 || !w2t || !w3t)
@@ -1362,7 +1358,7 @@ extern "C" cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_
     return cudaGetLastError();
 }
 
-extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
+extern "C" size_t v2_workspace_floats(atk_dims_t d, int max_batch)
 {
     /* The most tree nodes of any batch up to max_batch (folding makes the
      * count non-monotonic in the batch). */
@@ -1376,7 +1372,7 @@ extern "C" size_t v2_workspace_floats(v2_dims_t d, int max_batch)
            (size_t)nodes * v2_grad_layout(d).off[6];
 }
 
-extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
+extern "C" cudaError_t v2_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                                   float *h1, float *h2, float *out, cudaStream_t stream)
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !out)
@@ -1390,33 +1386,19 @@ extern "C" cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float
     /* Layers 2 and 3 start during the layer before them and copy their
      * weights before waiting for it (trunk_v2_pdl.cuh); layer 1 is an
      * ordinary launch, after whatever the caller queued. */
-    const Gemm g1 = Gemm::shape(batch, d.h1)
-                        .with_a(x, d.enc)
-                        .with_b(p->w1, d.h1)
-                        .with_c(h1, d.h1)
-                        .with_bias(p->b1);
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, vec, stream, false)) != cudaSuccess)
+    Gemm g[3];
+    v2gemm::forward_layers(g, d, batch, p, x, h1, h2, out);
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g[0], d.enc, vec, stream, false)) != cudaSuccess)
         return e;
-    const Gemm g2 = Gemm::shape(batch, d.h2)
-                        .with_a(h1, d.h1)
-                        .with_b(p->w2, d.h2)
-                        .with_c(h2, d.h2)
-                        .with_bias(p->b2)
-                        .with_b_early();
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, vec, stream, true)) != cudaSuccess)
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g[1].with_b_early(), d.h1, vec, stream, true)) !=
+        cudaSuccess)
         return e;
-    const Gemm g3 = Gemm::shape(batch, d.aux)
-                        .with_a(h2, d.h2)
-                        .with_b(p->w3, d.aux)
-                        .with_c(out, d.aux)
-                        .with_bias(p->b3)
-                        .with_b_early();
-    return gemm<true, false, EPI_BIAS>(g3, d.h2, vec, stream, true);
+    return gemm<true, false, EPI_BIAS>(g[2].with_b_early(), d.h2, vec, stream, true);
 }
 
-extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x,
                                    const float *h1, const float *h2, const float *dout, int batch,
-                                   const v2_grads_t *gr, int accumulate, float *workspace,
+                                   const atk_grads_t *gr, int accumulate, float *workspace,
                                    cudaStream_t stream)
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
@@ -1433,41 +1415,32 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     if (batch <= ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
         if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
             return e;
-    } else if (vec && batch >= DH_TRANSPOSE_MIN_BATCH) {
-        if ((e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
-            return e;
-        /* W3ᵀ comes from the transpose just before: no early copy of it. */
-        const Gemm g2 = Gemm::shape(batch, d.h2)
-                            .with_a(dout, d.aux)
-                            .with_b(W.w3t, d.h2)
-                            .with_c(dh2, d.h2)
-                            .with_y(h2);
-        if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)) != cudaSuccess)
-            return e;
-        const Gemm g1 = Gemm::shape(batch, d.h1)
-                            .with_a(dh2, d.h2)
-                            .with_b(W.w2t, d.h1)
-                            .with_c(dh1, d.h1)
-                            .with_y(h1)
-                            .with_b_early();
-        if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
-            return e;
     } else {
-        /* W3 [H2, AUX] and W2 [H1, H2] read in place: B k-contiguous. */
+        /* Large aligned batches read W2ᵀ and W3ᵀ from copies made just
+         * before (B d-contiguous, the forward's orientation; no early copy of
+         * W3ᵀ, which that launch writes); others read W2 [H1, H2] and
+         * W3 [H2, AUX] in place (B k-contiguous). */
+        const bool tr = vec && batch >= DH_TRANSPOSE_MIN_BATCH;
+        if (tr && (e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
+            return e;
         const Gemm g2 = Gemm::shape(batch, d.h2)
                             .with_a(dout, d.aux)
-                            .with_b(p->w3, d.aux)
+                            .with_b(tr ? W.w3t : p->w3, tr ? d.h2 : d.aux)
                             .with_c(dh2, d.h2)
                             .with_y(h2);
-        if ((e = gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false)) != cudaSuccess)
+        e = tr ? gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)
+               : gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false);
+        if (e != cudaSuccess)
             return e;
         const Gemm g1 = Gemm::shape(batch, d.h1)
                             .with_a(dh2, d.h2)
-                            .with_b(p->w2, d.h2)
+                            .with_b(tr ? W.w2t : p->w2, tr ? d.h1 : d.h2)
                             .with_c(dh1, d.h1)
                             .with_y(h1)
                             .with_b_early();
-        if ((e = gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)) != cudaSuccess)
+        e = tr ? gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)
+               : gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true);
+        if (e != cudaSuccess)
             return e;
     }
 
@@ -1478,19 +1451,11 @@ extern "C" cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const floa
     const size_t P = L.off[6];
     const bool direct = nc == 1;
     GradGroup G = {};
-    /* dW = aᵀ · g over the chunk: A(m = feature, k = sample) is m-contiguous. */
-    G.dw[0] = Gemm::shape(d.enc, d.h1)
-                  .with_a(x, d.enc)
-                  .with_b(dh1, d.h1)
-                  .with_c(direct ? gr->dw1 : partials + L.off[0], d.h1);
-    G.dw[1] = Gemm::shape(d.h1, d.h2)
-                  .with_a(h1, d.h1)
-                  .with_b(dh2, d.h2)
-                  .with_c(direct ? gr->dw2 : partials + L.off[2], d.h2);
-    G.dw[2] = Gemm::shape(d.h2, d.aux)
-                  .with_a(h2, d.h2)
-                  .with_b(dout, d.aux)
-                  .with_c(direct ? gr->dw3 : partials + L.off[4], d.aux);
+    const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
+    float *const dw_dst[3] = {direct ? gr->dw1 : partials + L.off[0],
+                              direct ? gr->dw2 : partials + L.off[2],
+                              direct ? gr->dw3 : partials + L.off[4]};
+    v2gemm::weight_grads(G.dw, d, acts, grads, dw_dst);
     G.g[0] = dh1, G.g[1] = dh2, G.g[2] = dout;
     G.db[0] = direct ? gr->db1 : partials + L.off[1];
     G.db[1] = direct ? gr->db2 : partials + L.off[3];

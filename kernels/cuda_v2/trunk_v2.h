@@ -37,11 +37,6 @@
 extern "C" {
 #endif
 
-/* The shared shapes and views (kernels/common/trunk_types.h). */
-typedef atk_dims_t v2_dims_t;
-typedef atk_params_t v2_params_t;
-typedef atk_grads_t v2_grads_t;
-
 /* The flat layout of abi/auxtrunk.h for the six gradients, W1 b1 W2 b2 W3
  * b3, shared by every chunk partial in the workspace and by the launches
  * that sum them (the exact tree and the fast chunk sum): gradient i occupies floats
@@ -51,7 +46,7 @@ typedef struct v2_grad_layout {
     size_t off[7];
 } v2_grad_layout_t;
 
-static inline v2_grad_layout_t v2_grad_layout(v2_dims_t d)
+static inline v2_grad_layout_t v2_grad_layout(atk_dims_t d)
 {
     const v2_grad_layout_t L = {{AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d),
                                  AUXTRUNK_W2_OFFSET(&d), AUXTRUNK_B2_OFFSET(&d),
@@ -70,7 +65,7 @@ typedef struct v2_workspace {
     size_t floats;
 } v2_workspace_t;
 
-static inline v2_workspace_t v2_workspace_carve(v2_dims_t d, int batch, float *ws)
+static inline v2_workspace_t v2_workspace_carve(atk_dims_t d, int batch, float *ws)
 {
     const size_t n_dh2 = (size_t)batch * d.h2, n_dh1 = (size_t)batch * d.h1;
     const size_t n_w2t = (size_t)d.h1 * d.h2, n_w3t = (size_t)d.h2 * d.aux;
@@ -91,13 +86,13 @@ static inline v2_workspace_t v2_workspace_carve(v2_dims_t d, int batch, float *w
  * parameter (P) per 256-sample chunk, or per pair of chunks where the
  * gradient launch folds pairs (large batches), so at most
  * ceil(max_batch/256) * P and about half of that at large max_batch. */
-size_t v2_workspace_floats(v2_dims_t d, int max_batch);
+size_t v2_workspace_floats(atk_dims_t d, int max_batch);
 
 /* w2t [H2, H1] = W2ᵀ and w3t [AUX, H2] = W3ᵀ, in one launch on stream: the
  * hidden-gradient GEMMs (dh = d · Wᵀ) then read their weight operand in the
  * forward's orientation. Values are copied, never rounded. Used by the exact
  * and the fast backward. */
-cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_t *p, float *w2t,
+cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p, float *w2t,
                                         float *w3t, cudaStream_t stream);
 
 /* Loads every kernel of this file and of trunk_v2_rows.cu on the current
@@ -108,13 +103,13 @@ cudaError_t v2_transpose_hidden_weights(v2_dims_t d, const v2_params_t *p, float
 cudaError_t v2_prepare(void);
 
 /* Forward: h1 [B,H1], h2 [B,H2] (scratch or recorded) and out [B,AUX]. */
-cudaError_t v2_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch, float *h1,
+cudaError_t v2_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,
                        float *h2, float *out, cudaStream_t stream);
 
 /* Backward: the six gradients (overwrite, or g = g + result if accumulate)
  * from x, the recorded h1/h2 and dout. workspace holds v2_workspace_floats. */
-cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const float *h1,
-                        const float *h2, const float *dout, int batch, const v2_grads_t *g,
+cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *dout, int batch, const atk_grads_t *g,
                         int accumulate, float *workspace, cudaStream_t stream);
 
 /* ------------------------------------------------------------------------- */
@@ -159,11 +154,11 @@ cudaError_t v2_backward(v2_dims_t d, const v2_params_t *p, const float *x, const
 #define V2_FAST_MIN_BATCH 2048
 
 /* 1 if the fast kernels take this topology (every width a multiple of 4). */
-int v2_fast_supported(v2_dims_t d);
+int v2_fast_supported(atk_dims_t d);
 
 /* Floats of workspace v2_fast_backward needs for batches up to max_batch
  * (at least v2_workspace_floats, for the exact fallback). */
-size_t v2_fast_workspace_floats(v2_dims_t d, int max_batch);
+size_t v2_fast_workspace_floats(atk_dims_t d, int max_batch);
 
 /* v2_prepare, plus the fast kernels: loads them and raises their dynamic
  * shared-memory limit (96 KiB per block). Once per device at init. */
@@ -171,10 +166,10 @@ cudaError_t v2_fast_prepare(void);
 
 /* As v2_forward / v2_backward, in fast mode (exact kernels outside the fast
  * domain). workspace holds v2_fast_workspace_floats. */
-cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
+cudaError_t v2_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                             float *h1, float *h2, float *out, cudaStream_t stream);
-cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const float *x, const float *h1,
-                             const float *h2, const float *dout, int batch, const v2_grads_t *g,
+cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                             const float *h2, const float *dout, int batch, const atk_grads_t *g,
                              int accumulate, float *workspace, cudaStream_t stream);
 
 #ifdef __cplusplus

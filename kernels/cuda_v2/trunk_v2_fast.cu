@@ -417,7 +417,7 @@ cudaError_t gemm(const FGemm &g, int k, cudaStream_t s)
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Weight-gradient tiles per batch chunk. */
-inline int grad_tiles(v2_dims_t d)
+inline int grad_tiles(atk_dims_t d)
 {
     return cdiv(d.enc, BM) * cdiv(d.h1, BN) + cdiv(d.h1, BM) * cdiv(d.h2, BN) +
            cdiv(d.h2, BM) * cdiv(d.aux, BN);
@@ -439,13 +439,13 @@ cudaError_t prepare_kernel(F *f)
 
 /* ---------------------------------------------------------- public API -- */
 
-extern "C" int v2_fast_supported(v2_dims_t d)
+extern "C" int v2_fast_supported(atk_dims_t d)
 {
     return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 && d.h1 % 4 == 0 &&
            d.h2 % 4 == 0 && d.aux % 4 == 0;
 }
 
-extern "C" size_t v2_fast_workspace_floats(v2_dims_t d, int max_batch)
+extern "C" size_t v2_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
     const size_t exact = v2_workspace_floats(d, max_batch);
     if (!v2_fast_supported(d))
@@ -469,7 +469,7 @@ extern "C" cudaError_t v2_fast_prepare(void)
     return cudaFuncGetAttributes(&a, reinterpret_cast<const void *>(fast_reduce_kernel));
 }
 
-extern "C" cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" cudaError_t v2_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x,
                                        int batch, float *h1, float *h2, float *out,
                                        cudaStream_t stream)
 {
@@ -483,27 +483,18 @@ extern "C" cudaError_t v2_fast_forward(v2_dims_t d, const v2_params_t *p, const 
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
     cudaError_t e;
     /* h = act(a · W + b): A = a [batch, K] k-contiguous, B = W [K, N] n-contiguous. */
-    const FGemm g1 =
-        FGemm::shape(batch, d.h1).with_a(x, d.enc).with_b(p->w1, d.h1).with_c(h1, d.h1).with_bias(
-            p->b1);
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g1, d.enc, stream)) != cudaSuccess)
+    FGemm g[3];
+    v2gemm::forward_layers(g, d, batch, p, x, h1, h2, out);
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g[0], d.enc, stream)) != cudaSuccess)
         return e;
-    const FGemm g2 =
-        FGemm::shape(batch, d.h2).with_a(h1, d.h1).with_b(p->w2, d.h2).with_c(h2, d.h2).with_bias(
-            p->b2);
-    if ((e = gemm<true, false, EPI_BIAS_ELU>(g2, d.h1, stream)) != cudaSuccess)
+    if ((e = gemm<true, false, EPI_BIAS_ELU>(g[1], d.h1, stream)) != cudaSuccess)
         return e;
-    const FGemm g3 = FGemm::shape(batch, d.aux)
-                         .with_a(h2, d.h2)
-                         .with_b(p->w3, d.aux)
-                         .with_c(out, d.aux)
-                         .with_bias(p->b3);
-    return gemm<true, false, EPI_BIAS>(g3, d.h2, stream);
+    return gemm<true, false, EPI_BIAS>(g[2], d.h2, stream);
 }
 
-extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
                                         const float *h1, const float *h2, const float *dout,
-                                        int batch, const v2_grads_t *gr, int accumulate,
+                                        int batch, const atk_grads_t *gr, int accumulate,
                                         float *workspace, cudaStream_t stream)
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
@@ -543,19 +534,11 @@ extern "C" cudaError_t v2_fast_backward(v2_dims_t d, const v2_params_t *p, const
     const bool direct = nc == 1;
 
     FGrads G = {};
-    /* dW = aᵀ · d: A(m = feature, k = sample) = a[k*M + m], B = d[k*N + n]. */
-    G.dw[0] = FGemm::shape(d.enc, d.h1)
-                  .with_a(x, d.enc)
-                  .with_b(dh1, d.h1)
-                  .with_c(direct ? gr->dw1 : partials + L.off[0], d.h1);
-    G.dw[1] = FGemm::shape(d.h1, d.h2)
-                  .with_a(h1, d.h1)
-                  .with_b(dh2, d.h2)
-                  .with_c(direct ? gr->dw2 : partials + L.off[2], d.h2);
-    G.dw[2] = FGemm::shape(d.h2, d.aux)
-                  .with_a(h2, d.h2)
-                  .with_b(dout, d.aux)
-                  .with_c(direct ? gr->dw3 : partials + L.off[4], d.aux);
+    const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
+    float *const dw_dst[3] = {direct ? gr->dw1 : partials + L.off[0],
+                              direct ? gr->dw2 : partials + L.off[2],
+                              direct ? gr->dw3 : partials + L.off[4]};
+    v2gemm::weight_grads(G.dw, d, acts, grads, dw_dst);
     G.db[0] = direct ? gr->db1 : partials + L.off[1];
     G.db[1] = direct ? gr->db2 : partials + L.off[3];
     G.db[2] = direct ? gr->db3 : partials + L.off[5];

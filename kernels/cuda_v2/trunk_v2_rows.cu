@@ -522,7 +522,7 @@ cudaError_t expect_cluster(F *f, size_t bytes)
 /* ---------------------------------------------------------- public API -- */
 
 
-extern "C" int v2_rows_supported(v2_dims_t d)
+extern "C" int v2_rows_supported(atk_dims_t d)
 {
     return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 &&
            d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 && d.enc <= MAX_ENC &&
@@ -541,14 +541,14 @@ extern "C" cudaError_t v2_rows_prepare(void)
     return cudaSuccess;
 }
 
-extern "C" int v2_rows_forward_ok(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" int v2_rows_forward_ok(atk_dims_t d, const atk_params_t *p, const float *x,
                                   const float *h1, const float *h2, const float *out)
 {
     return v2_rows_supported(d) && aligned16(x) && aligned16(p->w1) && aligned16(p->w2) &&
            aligned16(p->w3) && aligned16(h1) && aligned16(h2) && aligned16(out);
 }
 
-extern "C" int v2_rows_backward_ok(v2_dims_t d, const v2_params_t *p, const float *h1,
+extern "C" int v2_rows_backward_ok(atk_dims_t d, const atk_params_t *p, const float *h1,
                                    const float *h2, const float *dout, const float *dh2,
                                    const float *dh1)
 {
@@ -556,7 +556,7 @@ extern "C" int v2_rows_backward_ok(v2_dims_t d, const v2_params_t *p, const floa
            aligned16(h1) && aligned16(h2) && aligned16(dh2) && aligned16(dh1);
 }
 
-extern "C" cudaError_t v2_rows_forward(v2_dims_t d, const v2_params_t *p, const float *x,
+extern "C" cudaError_t v2_rows_forward(atk_dims_t d, const atk_params_t *p, const float *x,
                                        int batch, float *h1, float *h2, float *out,
                                        cudaStream_t stream)
 {
@@ -570,7 +570,7 @@ extern "C" cudaError_t v2_rows_forward(v2_dims_t d, const v2_params_t *p, const 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t v2_rows_backward(v2_dims_t d, const v2_params_t *p, const float *h1,
+extern "C" cudaError_t v2_rows_backward(atk_dims_t d, const atk_params_t *p, const float *h1,
                                         const float *h2, const float *dout, int batch,
                                         float *dh2, float *dh1, cudaStream_t stream)
 {

@@ -22,24 +22,24 @@ extern "C" {
 #endif
 
 /* 1 if the topology is in the domain above. */
-int v2_rows_supported(v2_dims_t d);
+int v2_rows_supported(atk_dims_t d);
 
 /* Raises the kernels' shared-memory limits and checks that a cluster of
  * eight blocks fits on the current device. Once per device at init. */
 cudaError_t v2_rows_prepare(void);
 
 /* 1 if this call's topology and pointers are in the domain. */
-int v2_rows_forward_ok(v2_dims_t d, const v2_params_t *p, const float *x, const float *h1,
+int v2_rows_forward_ok(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                        const float *h2, const float *out);
-int v2_rows_backward_ok(v2_dims_t d, const v2_params_t *p, const float *h1, const float *h2,
+int v2_rows_backward_ok(atk_dims_t d, const atk_params_t *p, const float *h1, const float *h2,
                         const float *dout, const float *dh2, const float *dh1);
 
 /* The forward of v2_forward, one launch. */
-cudaError_t v2_rows_forward(v2_dims_t d, const v2_params_t *p, const float *x, int batch,
+cudaError_t v2_rows_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                             float *h1, float *h2, float *out, cudaStream_t stream);
 
 /* dh2 [B, H2] = dh2_pre and dh1 [B, H1] = dh1_pre, one launch. */
-cudaError_t v2_rows_backward(v2_dims_t d, const v2_params_t *p, const float *h1,
+cudaError_t v2_rows_backward(atk_dims_t d, const atk_params_t *p, const float *h1,
                              const float *h2, const float *dout, int batch, float *dh2,
                              float *dh1, cudaStream_t stream);
 

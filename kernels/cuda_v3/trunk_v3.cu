@@ -5,11 +5,12 @@
  * Layout of a cluster (CL = 8 blocks of NT = 128 threads): the cluster owns
  * R = 16·TM batch rows; block `rank` owns columns [32·rank, 32·rank + 32) of
  * H1 and H2 (and 8·TC3 columns of AUX). Thread t works on rows
- * t/8 + 16·i (i < TM) and on TC consecutive columns of its group t%8, so a
- * warp covers 4·TM rows × 32 columns: per reduction step it reads 4
- * distinct rows of the activations (16-byte loads, rows 4 banks apart) and
- * 8 distinct 16-byte pieces of the weight slice, one shared-memory
- * wavefront each (docs/floors-h200.md, the shared-memory table).
+ * t%16 + 16·i (i < TM) and on TC columns of its group t/16, so a warp
+ * covers 16·TM rows × 2 groups: per four reduction steps it reads 16
+ * distinct activation rows (16-byte loads) and only 2 distinct weight
+ * pieces per load: a wide shared load costs more once its warp touches 4
+ * or more distinct addresses, less with 1 or 2 (docs/floors-h200.md), so
+ * this layout halves the weight loads' cost against 4 rows × 8 groups.
  *
  * Exactness: each output is one thread's fmaf chain over its reduction
  * index, ascending, from the bias (forward) or 0 (hidden and weight
@@ -23,8 +24,9 @@
  * shared memory, completing on the receiver's mbarrier; blocks of the grid
  * through per-block flags in the workspace (st.release.gpu by the writer
  * after a block barrier and a fence, ld.acquire.gpu polls by the reader),
- * zeroed by a memset before each backward launch. The backward is a
- * cooperative launch, so every block is resident while others poll.
+ * each on its own 128-byte line, zeroed by a memset before each backward
+ * launch. The backward is a cooperative launch, so every block is resident
+ * while others poll.
  */
 #include "trunk_v3.h"
 
@@ -32,8 +34,11 @@
 
 #include "auxtrunk_canon.h"
 #include "trunk_v2.h"
+#include "trunk_v3_sync.cuh"
 
 namespace {
+
+using namespace v3sync;
 
 constexpr int CL = 8;          /* blocks per cluster */
 constexpr int NT = 128;        /* threads per block: 16 row groups x 8 column groups */
@@ -45,73 +50,25 @@ constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
 constexpr int PAIR = 2 * CHUNK; /* samples per weight-gradient tile */
 constexpr int SLAB = 64;        /* samples per staged slab of a gradient tile */
 constexpr int STAGES = 4;       /* slabs in flight */
-constexpr int FLAGS = 3 * MAX_BLOCKS; /* dh2 done, dh1 done, tree nodes done */
+/* Per-block flags, three sets (dh2 done, dh1 done, tree nodes done), one
+ * 128-byte line each, so that pollers of one flag do not queue on another's. */
+constexpr int FLAG_STRIDE = 32;
+constexpr int FLAGS = 3 * MAX_BLOCKS * FLAG_STRIDE; /* words */
+enum { DH2_DONE = 0, DH1_DONE = 1, NODES_DONE = 2 };
 static_assert(CHUNK % SLAB == 0, "a chunk is a whole number of slabs");
 static_assert(V3_MAX_BATCH <= 2 * PAIR, "the in-kernel tree has at most two pairs");
 static_assert(V3_MAX_BATCH <= MAX_CLUSTERS * 16 * 4, "TM = 4 covers the largest batch");
 
 /* ------------------------------------------------------------ plumbing -- */
 
-__device__ __forceinline__ unsigned smem_u32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ unsigned cluster_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-/* The same shared-memory address in block `rank` of the cluster. */
-__device__ __forceinline__ unsigned peer(unsigned addr, unsigned rank)
-{
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-
-/* Cluster barrier halves: the arrive is relaxed (it only says "my mbarriers
- * are initialised", published by fence.mbarrier_init); the wait acquires. */
-__device__ __forceinline__ void cluster_arrive_relaxed()
-{
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait()
-{
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
 /* An mbarrier expecting one arrival (the owner's expect_tx) and `bytes` of
- * st.async data in its first phase. */
+ * st.async data in its first phase; mbar_wait0 waits for that phase. */
 __device__ __forceinline__ void mbar_init_expect(unsigned bar, unsigned bytes)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
+    mbar_init(bar, 1);
+    mbar_expect_tx(bar, bytes);
 }
-
-/* Waits for the first phase of a local mbarrier (its data pushed by peers). */
-__device__ __forceinline__ void mbar_wait0(unsigned bar)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "WAIT: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n"
-                 "@!p bra WAIT;\n"
-                 "}" ::"r"(bar)
-                 : "memory");
-}
-
-/* 16 bytes into a peer's shared memory, counted on the peer's mbarrier. */
-__device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)
-{
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
-                 "{%1, %2, %3, %4}, [%5];" ::"r"(dst),
-                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-                 : "memory");
-}
+__device__ __forceinline__ void mbar_wait0(unsigned bar) { mbar_wait(bar, 0); }
 
 __device__ __forceinline__ void copy16(float *dst, const float *src, bool valid)
 {
@@ -126,17 +83,6 @@ __device__ __forceinline__ void wait_copies()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
-{
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 /* Publishes "this block's writes so far are done": every thread's stores
  * are ordered before thread 0's release by the block barrier and the fence. */
 __device__ __forceinline__ void publish(unsigned *flag)
@@ -148,13 +94,20 @@ __device__ __forceinline__ void publish(unsigned *flag)
     }
 }
 
-/* Waits until flags[0..n) are all set; every thread may then read what
- * their blocks published (reads of it go through L2: cp.async.cg, ld.cg). */
-__device__ __forceinline__ void await(const unsigned *flags, int n)
+__device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block)
+{
+    return flags + (set * MAX_BLOCKS + block) * FLAG_STRIDE;
+}
+
+/* Waits until the flags of blocks [first, first + n) in `set` are all set;
+ * every thread may then read what those blocks published (reads of it go
+ * through L2: cp.async.cg, ld.cg). Polls back off, so that waiting blocks
+ * leave L2 to the producers. */
+__device__ __forceinline__ void await(unsigned *flags, int set, int first, int n)
 {
     for (int j = threadIdx.x; j < n; j += NT)
-        while (ld_acquire(flags + j) == 0u) {
-        }
+        while (ld_acquire(flag_of(flags, set, first + j)) == 0u)
+            __nanosleep(64);
     __threadfence();
     __syncthreads();
 }
@@ -365,7 +318,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
-    const int rg = threadIdx.x / 8, cg = threadIdx.x % 8;
+    const int rg = threadIdx.x % 16, cg = threadIdx.x / 16; /* a warp: 16 rows x 2 groups */
     const int c12 = (int)rank * SW + 4 * cg, c3 = (int)rank * W3 + TC3 * cg;
     const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
 
@@ -450,7 +403,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 struct Bwd {
     const float *x, *h1, *h2, *dout, *w2, *w3;
     float *dh2, *dh1, *nodes; /* workspace: [B, H2], [B, H1], [2][P] */
-    unsigned *flags;          /* workspace: FLAGS words, zero at launch */
+    unsigned *flags;          /* workspace: FLAGS words (flag_of), zero at launch */
     float *grad[6];           /* dW1 db1 dW2 db2 dW3 db3 */
     int off[7];               /* their offsets in the flat layout; off[6] = P */
     int batch, enc, n1, n2, aux, accumulate;
@@ -470,16 +423,16 @@ __host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
 struct GradOf {
     const float *a, *g;
     int K, N, w, b;         /* w, b: indices of dW and db in Bwd::grad / off */
-    const unsigned *ready;  /* per-block flags that g is complete, or NULL */
+    int ready;              /* flag set saying g is complete, or -1 (an input) */
 };
 
 __device__ __forceinline__ GradOf grad_of(const Bwd &f, int which)
 {
     if (which == 0)
-        return {f.h2, f.dout, f.n2, f.aux, 4, 5, nullptr};
+        return {f.h2, f.dout, f.n2, f.aux, 4, 5, -1};
     if (which == 1)
-        return {f.h1, f.dh2, f.n1, f.n2, 2, 3, f.flags};
-    return {f.x, f.dh1, f.enc, f.n1, 0, 1, f.flags + MAX_BLOCKS};
+        return {f.h1, f.dh2, f.n1, f.n2, 2, 3, DH2_DONE};
+    return {f.x, f.dh1, f.enc, f.n1, 0, 1, DH1_DONE};
 }
 
 /* Where a finished tile value goes: the gradient itself (one pair; with
@@ -525,15 +478,16 @@ __device__ __forceinline__ void stage_slab(float *buf, const GradOf &G, int k0, 
 }
 
 /* dW tile [k0, k0 + 32) x [n0, n0 + 32) over the pair's samples [b0, b1):
- * thread (tk, tn) = (t / 8, t % 8) keeps rows k0 + 2 tk + i (i < 2) and
- * columns n0 + 4 tn + j; a warp reads 4 distinct 8-byte pieces of the
- * activations and 8 distinct 16-byte pieces of the gradient per sample. */
+ * thread (tk, tn) = (t % 16, t / 16) keeps rows k0 + 2 tk + i (i < 2) and
+ * columns n0 + 4 tn + j; a warp reads 16 distinct 8-byte pieces of the
+ * activations (2 cycles) and 2 distinct 16-byte pieces of the gradient
+ * (2 cycles) per sample. */
 __device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, int k0, int n0,
                             float *smem)
 {
     const int b0 = pair * PAIR, b1 = min(f.batch, b0 + PAIR);
     const int slabs = (b1 - b0 + SLAB - 1) / SLAB;
-    const int tk = threadIdx.x / 8, tn = threadIdx.x % 8;
+    const int tk = threadIdx.x % 16, tn = threadIdx.x / 16;
     float acc[2][4], left[2][4];
 #pragma unroll
     for (int i = 0; i < 2; i++)
@@ -644,10 +598,7 @@ __device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int 
             if (s)
 #pragma unroll
                 for (unsigned b = 0; b < CL; b++)
-                    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], "
-                                 "%1, [%2];" ::"r"(peer(smem_u32(s + (rg + 16 * i) * ld + c), b)),
-                                 "f"(v[i][j]), "r"(peer(bar, b))
-                                 : "memory");
+                    push4(peer(smem_u32(s + (rg + 16 * i) * ld + c), b), v[i][j], peer(bar, b));
             if (row < batch)
                 g[(size_t)row * n + c] = v[i][j];
         }
@@ -682,7 +633,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
-    const int rg = threadIdx.x / 8, cg = threadIdx.x % 8;
+    const int rg = threadIdx.x % 16, cg = threadIdx.x / 16; /* a warp: 16 rows x 2 groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bar);
 
@@ -711,7 +662,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y2[i][j]);
         cluster_wait(); /* every block's mbarrier is initialised */
         put_rows<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a, d2s, ld2, b2);
-        publish(f.flags + blockIdx.x);
+        publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
 
         wait_copies<0>();
         __syncthreads();
@@ -729,9 +680,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y1[i][j]);
         put_rows<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a, nullptr, 0, 0u);
     } else {
-        publish(f.flags + blockIdx.x);
+        publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
     }
-    publish(f.flags + MAX_BLOCKS + blockIdx.x); /* also: shared memory is free again */
+    publish(flag_of(f.flags, DH1_DONE, blockIdx.x)); /* also: shared memory is free again */
 
     /* --- weight and bias gradients -------------------------------------- */
     const int pairs = (f.batch + PAIR - 1) / PAIR;
@@ -745,10 +696,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
             if (item % (int)gridDim.x != (int)blockIdx.x)
                 continue;
             const int pair = i / per_pair, j = i % per_pair;
-            if (G.ready && waited != which * 2 + pair) {
+            if (G.ready >= 0 && waited != which * 2 + pair) {
                 /* The blocks of every cluster holding rows of this pair. */
                 const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
-                await(G.ready + first * CL, (last - first + 1) * CL);
+                await(f.flags, G.ready, first * CL, (last - first + 1) * CL);
                 waited = which * 2 + pair;
             }
             if (j < kt * nt)
@@ -761,8 +712,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         return;
 
     /* --- the last tree level: node 0 + node 1 ----------------------------- */
-    publish(f.flags + 2 * MAX_BLOCKS + blockIdx.x);
-    await(f.flags + 2 * MAX_BLOCKS, (int)gridDim.x);
+    publish(flag_of(f.flags, NODES_DONE, blockIdx.x));
+    await(f.flags, NODES_DONE, 0, (int)gridDim.x);
     const int P = f.off[6];
     for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P; q += 4 * NT * (int)gridDim.x) {
         const float4 l = __ldcg(reinterpret_cast<const float4 *>(f.nodes + q));
@@ -856,7 +807,7 @@ inline Layout layout_of(atk_dims_t d, int batch)
 {
     const v2_grad_layout_t g = v2_grad_layout(d);
     Layout L;
-    L.dh2 = FLAGS; /* the flags come first: 384 words, 16-byte multiple */
+    L.dh2 = FLAGS; /* the flags come first (48 KiB, a 16-byte multiple) */
     L.dh1 = L.dh2 + (size_t)batch * d.h2;
     L.nodes = L.dh1 + (size_t)batch * d.h1;
     L.end = L.nodes + (batch > PAIR ? 2 * g.off[6] : 0);
@@ -944,13 +895,13 @@ extern "C" cudaError_t v3_prepare(void)
 extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                                   float *h1, float *h2, float *out, cudaStream_t stream)
 {
-    Plan plan = plan_of(batch, g_fwd_clusters, false);
-    if (plan.tm == 0) /* more row blocks than fit at once: two waves of 64-row blocks */
-        plan = {4, (batch + 63) / 64};
+    /* Row blocks that do not fit at once would run in two waves: cuda-v2 is
+     * faster then (docs/perf-notes-v3.md). */
+    const Plan plan = plan_of(batch, g_fwd_clusters, false);
     const bool fused = v3_supported(d) && batch <= V3_MAX_BATCH && aligned16(x) &&
                        aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) &&
                        aligned16(h1) && aligned16(h2) && aligned16(out);
-    if (!fused || plan.clusters > MAX_CLUSTERS)
+    if (!fused || plan.tm == 0)
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
     const Fwd f = {x, p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1, h2, out,
                    batch, d.enc, d.h1, d.h2, d.aux};

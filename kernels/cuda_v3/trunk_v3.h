@@ -12,27 +12,33 @@
  *
  * The fused path (trunk_v3.cu) runs when the topology is in its domain
  * (every width a multiple of 4, ENC, H1, H2, AUX <= 256), the batch is at
- * most V3_MAX_BATCH, and every pointer is 16-byte aligned:
+ * most V3_MAX_BATCH, every pointer is 16-byte aligned, and its row blocks
+ * fit on the device at once (at most 16 clusters of 8 blocks, counted at
+ * v3_prepare); the backward also needs cooperative cluster launches:
  *
  *   forward:  one cluster launch. A cluster of 8 blocks owns 16, 32 or 64
- *             batch rows (at most 16 clusters); block j owns column slice j
- *             of every layer (32 columns of H1 and H2, AUX/8 of the output),
- *             holds its weight slices in shared memory, and pushes each
- *             hidden layer's slice into all eight blocks by st.async,
- *             completing on the receiver's mbarrier (no cluster barrier per
- *             layer).
- *   backward: one cooperative cluster launch (after a memset of its 1.5 KiB
- *             of flags): dh2_pre and dh1_pre row-local as in the forward
- *             (dh2_pre pushed to the cluster), written to the workspace;
- *             then every block takes weight- and bias-gradient tiles (dW3,
- *             db3 first: they need nothing from this launch; dW2/db2 and
- *             dW1/db1 wait on per-block flags, release store / acquire
- *             poll); each tile covers one pair of 256-sample chunks and adds
- *             the pair (the canonical tree's first level); for more than one
- *             pair (B > 512) a flag grid barrier, then the last tree level.
+ *             batch rows; block j owns column slice j of every layer (32
+ *             columns of H1 and H2, AUX/8 of the output), holds its weight
+ *             slices in shared memory, and pushes each hidden layer's slice
+ *             into all eight blocks by st.async, completing on the
+ *             receiver's mbarrier (no cluster barrier per layer).
+ *   backward: one cooperative cluster launch on every cluster that fits
+ *             (after a memset of its 48 KiB of flags): dh2_pre and dh1_pre
+ *             row-local in the clusters that hold rows (dh2_pre pushed to
+ *             the cluster), written to the workspace; then every block takes
+ *             weight- and bias-gradient tiles (dW3, db3 first: they need
+ *             nothing from this launch; dW2/db2 and dW1/db1 wait on
+ *             per-block flags, release store / acquire poll); each tile
+ *             covers one pair of 256-sample chunks and adds the pair (the
+ *             canonical tree's first level); for more than one pair
+ *             (B > 512) a flag grid barrier, then the last tree level.
+ *
+ * Measured on the H200 (docs/perf-notes-v3.md), the fused path is slower
+ * than cuda-v2's kernels at the batches it takes; it is the vehicle of the
+ * small-batch design work, exact and tested bit for bit.
  *
  * Workspace: v3_workspace_floats = the larger of cuda-v2's workspace and the
- * fused path's (384 flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
+ * fused path's (48 KiB of flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
  * and two tree nodes of every parameter when max_batch > 512): the two paths
  * never run in one call, so they share it.
  */

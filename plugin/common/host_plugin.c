@@ -31,8 +31,7 @@ struct auxtrunk_handle {
     float *h2;       /* [max_batch, H2] likewise */
     float *infer_ws; /* inference scratch: never the record */
     float *bwd_ws;   /* backward workspace (the kernel set sizes it) */
-    void *state;     /* the kernel set's own state, or NULL */
-    uint64_t host_bytes;
+    void *state;     /* a stateful kernel set's state, else NULL */
 };
 
 static const atp_host_kernels_t *const K = &atp_host_plugin_kernels;
@@ -74,6 +73,18 @@ static void fpenv_leave(host_fpenv_t saved) { fesetenv(&saved); }
 /* ------------------------------------------------------------------------- */
 /* Lifecycle                                                                 */
 
+/* destroy's part (atp_destroy): the buffers init allocated. */
+static int32_t host_release(auxtrunk_handle_t *h)
+{
+    if (K->stateful)
+        K->stateful->destroy(h->state);
+    free(h->bwd_ws);
+    free(h->infer_ws);
+    free(h->h2);
+    free(h->h1);
+    return AUXTRUNK_OK;
+}
+
 /* n floats, HOST_ALIGN-aligned; adds the bytes to *total. NULL on failure. */
 static float *alloc_floats(size_t n, uint64_t *total)
 {
@@ -104,31 +115,35 @@ static int32_t host_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     if (!h)
         return AUXTRUNK_E_OUT_OF_MEMORY;
     atp_handle_base_init(&h->base, &dims, flags, device);
-    h->host_bytes = sizeof *h;
+    h->base.release = host_release;
+    uint64_t *bytes = &h->base.host_bytes;
+    *bytes = sizeof *h;
+    const atk_dims_t d = atp_kernel_dims(&dims);
     size_t B = (size_t)dims.max_batch;
     st = AUXTRUNK_E_OUT_OF_MEMORY;
-    if (!(h->h1 = alloc_floats(B * (size_t)dims.h1, &h->host_bytes)))
+    if (!(h->h1 = alloc_floats(B * (size_t)dims.h1, bytes)))
         goto fail_h1;
-    if (!(h->h2 = alloc_floats(B * (size_t)dims.h2, &h->host_bytes)))
+    if (!(h->h2 = alloc_floats(B * (size_t)dims.h2, bytes)))
         goto fail_h2;
-    if (!(h->infer_ws = alloc_floats(K->infer_workspace(&dims), &h->host_bytes)))
-        goto fail_infer;
-    if (!(h->bwd_ws = alloc_floats(K->backward_workspace(&dims), &h->host_bytes)))
-        goto fail_bwd;
-    if (K->state_create) {
-        uint64_t bytes = 0;
-        if ((st = K->state_create(&dims, &h->state, &bytes)) != AUXTRUNK_OK)
+    if (K->stateful) {
+        uint64_t state_bytes = 0;
+        if ((st = K->stateful->create(d, dims.max_batch, &h->state, &state_bytes)) != AUXTRUNK_OK)
             goto fail_state;
-        h->host_bytes += bytes;
+        *bytes += state_bytes;
+        *out_handle = h;
+        return AUXTRUNK_OK;
     }
+    if (!(h->infer_ws = alloc_floats(K->infer_workspace(d), bytes)))
+        goto fail_infer;
+    if (!(h->bwd_ws = alloc_floats(K->backward_workspace(d, dims.max_batch), bytes)))
+        goto fail_bwd;
     *out_handle = h;
     return AUXTRUNK_OK;
 
-fail_state:
-    free(h->bwd_ws);
 fail_bwd:
     free(h->infer_ws);
 fail_infer:
+fail_state:
     free(h->h2);
 fail_h2:
     free(h->h1);
@@ -137,22 +152,6 @@ fail_h1:
     return st;
 }
 
-static int32_t host_destroy(auxtrunk_handle_t *h)
-{
-    if (!h)
-        return AUXTRUNK_OK;
-    if (atp_check_handle(h) != AUXTRUNK_OK)
-        return AUXTRUNK_E_BAD_HANDLE;
-    atp_handle_base_retire(&h->base); /* a stale pointer reads as dead, not live */
-    if (K->state_destroy)
-        K->state_destroy(h->state);
-    free(h->bwd_ws);
-    free(h->infer_ws);
-    free(h->h2);
-    free(h->h1);
-    free(h);
-    return AUXTRUNK_OK;
-}
 
 /* ------------------------------------------------------------------------- */
 /* Forward, inference, backward                                              */
@@ -167,11 +166,18 @@ static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params
         return st;
     if ((st = atp_check_forward(&h->base, params, x, batch, out, flags, NULL)) != AUXTRUNK_OK)
         return st;
+    const atk_dims_t d = atp_kernel_dims(&h->base.dims);
+    const atk_params_t p = atp_kernel_params(params);
     host_fpenv_t env = fpenv_enter();
-    if (record)
-        K->forward(h->state, &h->base.dims, params, x, batch, h->h1, h->h2, out);
+    const atp_host_stateful_t *S = K->stateful;
+    if (S && record)
+        S->forward(h->state, &p, x, batch, h->h1, h->h2, out);
+    else if (S)
+        S->infer(h->state, &p, x, batch, out);
+    else if (record)
+        K->forward(d, &p, x, batch, h->h1, h->h2, out);
     else
-        K->infer(h->state, &h->base.dims, params, x, batch, out, h->infer_ws);
+        K->infer(d, &p, x, batch, out, h->infer_ws);
     fpenv_leave(env);
     if (record)
         h->base.recorded_batch = batch;
@@ -204,53 +210,37 @@ static int32_t host_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
     st = atp_check_backward(&h->base, params, x, dout, batch, grads, flags, NULL);
     if (st != AUXTRUNK_OK)
         return st;
+    const atk_params_t p = atp_kernel_params(params);
+    const atk_grads_t g = atp_kernel_grads(grads);
     host_fpenv_t env = fpenv_enter();
-    K->backward(h->state, &h->base.dims, params, x, h->h1, h->h2, dout, batch, grads,
-                (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0, h->bwd_ws);
+    const int accumulate = (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0;
+    if (K->stateful)
+        K->stateful->backward(h->state, &p, x, h->h1, h->h2, dout, batch, &g, accumulate);
+    else
+        K->backward(atp_kernel_dims(&h->base.dims), &p, x, h->h1, h->h2, dout, batch, &g,
+                    accumulate, h->bwd_ws);
     fpenv_leave(env);
     atp_ok(&h->base);
     return AUXTRUNK_OK;
 }
 
 /* ------------------------------------------------------------------------- */
-/* Queries and the entry symbol                                              */
+/* The entry symbol                                                          */
 
-static int32_t host_memory_usage(const auxtrunk_handle_t *h, auxtrunk_memory_t *out)
-{
-    int32_t st = atp_check_handle(h);
-    if (st != AUXTRUNK_OK)
-        return st;
-    /* The handle was created non-const by init; only its error text changes. */
-    return atp_memory_report((atp_handle_base_t *)&h->base, out, h->host_bytes, 0);
-}
-
-static const char *host_last_error(const auxtrunk_handle_t *h)
-{
-    if (atp_check_handle(h) != AUXTRUNK_OK)
-        return "";
-    return h->base.last_error;
-}
-
-/* The plugin's whole table: the adapter's entries, the kernel table's names
- * and caps. */
+/* The plugin's whole table; destroy, memory_usage and last_error are
+ * plugin/common's. */
 static auxtrunk_api_t host_api(void)
 {
-    const auxtrunk_api_t api = {
-        .struct_size = sizeof(auxtrunk_api_t),
-        .abi_version = AUXTRUNK_ABI_VERSION,
+    const auxtrunk_api_t mine = {
         .caps = K->caps,
         .impl_name = K->impl_name,
         .kernel_version = K->kernel_version,
-        .status_string = atp_status_string,
         .init = host_init,
-        .destroy = host_destroy,
         .forward = host_forward,
         .infer = host_infer,
         .backward = host_backward,
-        .memory_usage = host_memory_usage,
-        .last_error = host_last_error,
     };
-    return api;
+    return atp_api(mine);
 }
 
 int32_t auxtrunk_plugin_entry(const auxtrunk_host_info_t *host, auxtrunk_api_t *api)

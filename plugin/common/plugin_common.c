@@ -9,6 +9,7 @@
 #include "plugin_common.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -383,4 +384,48 @@ int32_t atp_memory_report(atp_handle_base_t *base, auxtrunk_memory_t *out, uint6
     out->device_bytes = device_bytes;
     atp_ok(base);
     return AUXTRUNK_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Shared entries                                                            */
+
+int32_t atp_destroy(auxtrunk_handle_t *h)
+{
+    if (!h)
+        return AUXTRUNK_OK;
+    if (atp_check_handle(h) != AUXTRUNK_OK)
+        return AUXTRUNK_E_BAD_HANDLE;
+    atp_handle_base_t *base = (atp_handle_base_t *)h;
+    const int32_t st = base->release(h);
+    atp_handle_base_retire(base); /* a stale pointer reads as dead, not live */
+    free(h);
+    return st;
+}
+
+int32_t atp_memory_usage(const auxtrunk_handle_t *h, auxtrunk_memory_t *out)
+{
+    int32_t st = atp_check_handle(h);
+    if (st != AUXTRUNK_OK)
+        return st;
+    /* The handle was created non-const by init; only its error text changes. */
+    atp_handle_base_t *base = (atp_handle_base_t *)h;
+    return atp_memory_report(base, out, base->host_bytes, base->device_bytes);
+}
+
+const char *atp_last_error(const auxtrunk_handle_t *h)
+{
+    if (atp_check_handle(h) != AUXTRUNK_OK)
+        return "";
+    return ((const atp_handle_base_t *)h)->last_error;
+}
+
+auxtrunk_api_t atp_api(auxtrunk_api_t mine)
+{
+    mine.struct_size = sizeof(auxtrunk_api_t);
+    mine.abi_version = AUXTRUNK_ABI_VERSION;
+    mine.status_string = atp_status_string;
+    mine.destroy = atp_destroy;
+    mine.memory_usage = atp_memory_usage;
+    mine.last_error = atp_last_error;
+    return mine;
 }

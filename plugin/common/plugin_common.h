@@ -40,6 +40,12 @@ typedef struct atp_handle_base {
     atp_dims_t dims;
     int32_t device;         /* as given in the config (-1 = current) */
     int32_t recorded_batch; /* batch of the last training forward; 0 = none */
+    uint64_t host_bytes;    /* memory_usage: set by the adapter's init */
+    uint64_t device_bytes;
+    /* Frees what the adapter's init allocated besides the handle itself (set
+     * by that init); atp_destroy calls it, then retires and frees the handle.
+     * Returns the status destroy returns. */
+    int32_t (*release)(auxtrunk_handle_t *h);
     char last_error[ATP_ERROR_TEXT];
 } atp_handle_base_t;
 
@@ -137,6 +143,28 @@ static inline atk_grads_t atp_kernel_grads(const auxtrunk_grads_t *g)
  * error. */
 int32_t atp_memory_report(atp_handle_base_t *base, auxtrunk_memory_t *out, uint64_t host_bytes,
                           uint64_t device_bytes);
+
+/* ------------------------------------------------------------------------- */
+/* The entries every adapter shares (plugin/common/host_plugin.c for host     */
+/* memory, plugin/cuda_common/cuda_plugin.c for CUDA). The handle of each     */
+/* starts with an atp_handle_base_t whose release, host_bytes and             */
+/* device_bytes its init set.                                                 */
+
+/* destroy: NULL is OK; a handle that is not live is E_BAD_HANDLE; else
+ * release's status, with the handle retired and freed either way. */
+int32_t atp_destroy(auxtrunk_handle_t *h);
+
+/* memory_usage: the bytes init recorded in the handle's base. */
+int32_t atp_memory_usage(const auxtrunk_handle_t *h, auxtrunk_memory_t *out);
+
+/* last_error: the handle's text, or "" for a handle that is not live. */
+const char *atp_last_error(const auxtrunk_handle_t *h);
+
+/* An adapter's whole table: mine holds its caps, names and its init,
+ * forward, infer and backward; this fills in the rest (struct size, version,
+ * status_string and the three shared entries above). The adapter's
+ * auxtrunk_plugin_entry negotiates with it (atp_negotiate). */
+auxtrunk_api_t atp_api(auxtrunk_api_t mine);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
  * plugin: kernels/cpu_blocked (register tiles, a thread pool; bit for bit the
  * same as kernels/cpu) behind the shared host adapter
  * (plugin/common/host_plugin.c), which implements every entry of the ABI.
- * This file translates ABI types into kernel types and picks the threads.
+ * This file is the table (the stateful kind: the kernels own their threads
+ * and scratch) and picks the threads.
  *
  * Threads per handle, the caller's included: $AUXTRUNK_CPU_THREADS when it is
  * a decimal integer in [1, MAX_THREADS], else the CPUs the process may run
@@ -46,11 +47,11 @@ static int32_t thread_count(void)
     return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int32_t)n;
 }
 
-static int32_t state_create(const atp_dims_t *d, void **state, uint64_t *bytes)
+static int32_t create(atk_dims_t d, int32_t max_batch, void **state, uint64_t *bytes)
 {
     const cpb_config_t cfg = {
-        .dims = atp_kernel_dims(d),
-        .max_batch = d->max_batch,
+        .dims = d,
+        .max_batch = max_batch,
         .threads = thread_count(),
         .isa = CPB_ISA_AUTO,
     };
@@ -69,52 +70,38 @@ static int32_t state_create(const atp_dims_t *d, void **state, uint64_t *bytes)
     return AUXTRUNK_OK;
 }
 
-static void state_destroy(void *state) { cpb_destroy(state); }
+/* The kernel functions, with the adapter's untyped state. */
+static void destroy(void *t) { cpb_destroy(t); }
 
-/* The kernels keep all their scratch in the state. */
-static size_t no_workspace(const atp_dims_t *d)
+static void forward(void *t, const atk_params_t *p, const float *x, int32_t batch, float *h1,
+                    float *h2, float *out)
 {
-    (void)d;
-    return 0;
+    cpb_forward(t, p, x, batch, h1, h2, out);
 }
 
-static void forward(void *state, const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                    int32_t batch, float *h1, float *h2, float *out)
+static void infer(void *t, const atk_params_t *p, const float *x, int32_t batch, float *out)
 {
-    (void)d;
-    const atk_params_t v = atp_kernel_params(p);
-    cpb_forward(state, &v, x, batch, h1, h2, out);
+    cpb_infer(t, p, x, batch, out);
 }
 
-static void infer(void *state, const atp_dims_t *d, const auxtrunk_params_t *p, const float *x,
-                  int32_t batch, float *out, float *ws)
+static void backward(void *t, const atk_params_t *p, const float *x, const float *h1,
+                     const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
+                     int accumulate)
 {
-    (void)d;
-    (void)ws;
-    const atk_params_t v = atp_kernel_params(p);
-    cpb_infer(state, &v, x, batch, out);
+    cpb_backward(t, p, x, h1, h2, dout, batch, g, accumulate);
 }
 
-static void backward(void *state, const atp_dims_t *d, const auxtrunk_params_t *p,
-                     const float *x, const float *h1, const float *h2, const float *dout,
-                     int32_t batch, const auxtrunk_grads_t *g, int accumulate, float *ws)
-{
-    (void)d;
-    (void)ws;
-    const atk_params_t v = atp_kernel_params(p);
-    const atk_grads_t gr = atp_kernel_grads(g);
-    cpb_backward(state, &v, x, h1, h2, dout, batch, &gr, accumulate);
-}
+static const atp_host_stateful_t stateful = {
+    .create = create,
+    .destroy = destroy,
+    .forward = forward,
+    .infer = infer,
+    .backward = backward,
+};
 
 const atp_host_kernels_t atp_host_plugin_kernels = {
     .impl_name = "cpu-blocked",
     .kernel_version = "cpu-blocked " AUXTRUNK_KERNEL_VERSION " (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT,
-    .state_create = state_create,
-    .state_destroy = state_destroy,
-    .infer_workspace = no_workspace,
-    .backward_workspace = no_workspace,
-    .forward = forward,
-    .infer = infer,
-    .backward = backward,
+    .stateful = &stateful,
 };

@@ -17,19 +17,36 @@
 struct auxtrunk_handle {
     atp_handle_base_t base; /* first: plugin/common reads the magic here */
     int device;             /* resolved ordinal the handle runs on */
+    const atc_mode_t *mode; /* the kernel set's exact or fast mode */
     void *block;            /* the one device allocation */
-    size_t block_bytes;
     float *h1, *h2;   /* recorded activations */
     float *ih1, *ih2; /* infer's activations */
-    void *workspace;  /* the kernel set's scratch */
+    float *workspace; /* the kernel set's scratch */
 };
 
 static const atc_kernels_t *const K = &atc_plugin_kernels;
+
+/* The AUXTRUNK_CONFIG_* bits init accepts: FAST where the set has a fast mode. */
+static uint32_t accepted_flags(void) { return K->fast.forward ? AUXTRUNK_CONFIG_FAST : 0; }
 
 static size_t aligned(size_t bytes) { return (bytes + ATC_ALIGN - 1) / ATC_ALIGN * ATC_ALIGN; }
 
 /* ------------------------------------------------------------------------- */
 /* Lifecycle                                                                 */
+
+/* destroy's part (atp_destroy): the device block. cudaFree waits for the
+ * device to finish the work that may still use it, so the handle's
+ * outstanding work is complete first. */
+static int32_t cuda_release(auxtrunk_handle_t *h)
+{
+    atc_device_guard_t g;
+    int32_t st = atc_device_enter(&g, &h->base, h->device);
+    if (st == AUXTRUNK_OK) {
+        st = ATC_CHECK(&h->base, cudaFree(h->block));
+        st = atc_device_leave(&g, &h->base, st);
+    }
+    return st;
+}
 
 static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **out_handle)
 {
@@ -41,7 +58,8 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
 
     if (!out_handle)
         return AUXTRUNK_E_NULL_POINTER;
-    if ((st = atp_config_read(config, K->config_flags, &dims, &flags, &requested)) != AUXTRUNK_OK)
+    if ((st = atp_config_read(config, accepted_flags(), &dims, &flags, &requested)) !=
+        AUXTRUNK_OK)
         return st;
     int device;
     if ((st = atc_device_resolve(requested, &device, why, sizeof why)) != AUXTRUNK_OK)
@@ -51,20 +69,25 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     if (!h)
         return AUXTRUNK_E_OUT_OF_MEMORY;
     atp_handle_base_init(&h->base, &dims, flags, requested);
+    h->base.release = cuda_release;
+    h->base.host_bytes = sizeof *h;
     h->device = device;
+    h->mode = (flags & AUXTRUNK_CONFIG_FAST) ? &K->fast : &K->exact;
 
     const size_t rows = (size_t)dims.max_batch;
     const size_t b1 = aligned(rows * (size_t)dims.h1 * sizeof(float));
     const size_t b2 = aligned(rows * (size_t)dims.h2 * sizeof(float));
-    const size_t bw = aligned(K->workspace_bytes(&dims, flags));
-    h->block_bytes = 2 * (b1 + b2) + bw;
+    const size_t bw =
+        aligned(h->mode->workspace_floats(atp_kernel_dims(&dims), dims.max_batch) * sizeof(float));
+    const size_t block_bytes = 2 * (b1 + b2) + bw;
+    h->base.device_bytes = block_bytes;
 
     atc_device_guard_t g;
     if ((st = atc_device_enter(&g, &h->base, device)) != AUXTRUNK_OK)
         goto fail;
-    st = ATC_CHECK(&h->base, cudaMalloc(&h->block, h->block_bytes));
+    st = ATC_CHECK(&h->base, cudaMalloc(&h->block, block_bytes));
     if (st == AUXTRUNK_OK) {
-        st = ATC_CHECK(&h->base, K->prepare(flags));
+        st = ATC_CHECK(&h->base, h->mode->prepare());
         if (st != AUXTRUNK_OK)
             (void)ATC_CHECK(NULL, cudaFree(h->block)); /* keeps the first error */
     }
@@ -77,7 +100,7 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     h->h2 = (float *)(p += b1);
     h->ih1 = (float *)(p += b2);
     h->ih2 = (float *)(p += b1);
-    h->workspace = (p += b2);
+    h->workspace = (float *)(p += b2);
     *out_handle = h;
     return AUXTRUNK_OK;
 
@@ -86,25 +109,6 @@ fail:
     return st;
 }
 
-static int32_t cuda_destroy(auxtrunk_handle_t *h)
-{
-    if (!h)
-        return AUXTRUNK_OK;
-    int32_t st = atp_check_handle(h);
-    if (st != AUXTRUNK_OK)
-        return st;
-    /* cudaFree waits for the device to finish the work that may still use
-     * the block, so the handle's outstanding work is complete first. */
-    atc_device_guard_t g;
-    st = atc_device_enter(&g, &h->base, h->device);
-    if (st == AUXTRUNK_OK) {
-        st = ATC_CHECK(&h->base, cudaFree(h->block));
-        st = atc_device_leave(&g, &h->base, st);
-    }
-    atp_handle_base_retire(&h->base);
-    free(h);
-    return st;
-}
 
 /* ------------------------------------------------------------------------- */
 /* Forward, infer, backward                                                  */
@@ -124,9 +128,10 @@ static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params
     atc_device_guard_t g;
     if ((st = atc_device_enter(&g, &h->base, h->device)) != AUXTRUNK_OK)
         return st;
-    st = ATC_CHECK(&h->base, K->forward(&h->base.dims, h->base.config_flags, params, x, batch,
-                                        record ? h->h1 : h->ih1, record ? h->h2 : h->ih2, out,
-                                        h->workspace, (cudaStream_t)stream));
+    const atk_params_t p = atp_kernel_params(params);
+    st = ATC_CHECK(&h->base, h->mode->forward(atp_kernel_dims(&h->base.dims), &p, x, batch,
+                                              record ? h->h1 : h->ih1, record ? h->h2 : h->ih2,
+                                              out, (cudaStream_t)stream));
     st = atc_device_leave(&g, &h->base, st);
 
     if (record)
@@ -165,9 +170,11 @@ static int32_t cuda_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
     if ((st = atc_device_enter(&g, &h->base, h->device)) != AUXTRUNK_OK)
         return st;
     const int accumulate = (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0;
-    st = ATC_CHECK(&h->base, K->backward(&h->base.dims, h->base.config_flags, params, x, h->h1,
-                                         h->h2, dout, batch, grads, accumulate, h->workspace,
-                                         (cudaStream_t)stream));
+    const atk_params_t p = atp_kernel_params(params);
+    const atk_grads_t gr = atp_kernel_grads(grads);
+    st = ATC_CHECK(&h->base, h->mode->backward(atp_kernel_dims(&h->base.dims), &p, x, h->h1,
+                                               h->h2, dout, batch, &gr, accumulate, h->workspace,
+                                               (cudaStream_t)stream));
     st = atc_device_leave(&g, &h->base, st);
     if (st == AUXTRUNK_OK)
         atp_ok(&h->base);
@@ -175,41 +182,20 @@ static int32_t cuda_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
 }
 
 /* ------------------------------------------------------------------------- */
-/* Queries                                                                   */
-
-static int32_t cuda_memory_usage(const auxtrunk_handle_t *h, auxtrunk_memory_t *out)
-{
-    int32_t st = atp_check_handle(h);
-    if (st != AUXTRUNK_OK)
-        return st;
-    /* The handle was created non-const by init; only its error text changes. */
-    return atp_memory_report((atp_handle_base_t *)&h->base, out, sizeof *h, h->block_bytes);
-}
-
-static const char *cuda_last_error(const auxtrunk_handle_t *h)
-{
-    return atp_check_handle(h) == AUXTRUNK_OK ? h->base.last_error : "";
-}
-
-/* ------------------------------------------------------------------------- */
 /* The entry                                                                 */
 
+/* destroy, memory_usage and last_error are plugin/common's. */
 int32_t auxtrunk_plugin_entry(const auxtrunk_host_info_t *host, auxtrunk_api_t *api)
 {
     const auxtrunk_api_t mine = {
-        .struct_size = sizeof(auxtrunk_api_t),
-        .abi_version = AUXTRUNK_ABI_VERSION,
         .caps = K->caps,
         .impl_name = K->impl_name,
         .kernel_version = K->kernel_version,
-        .status_string = atp_status_string,
         .init = cuda_init,
-        .destroy = cuda_destroy,
         .forward = cuda_forward,
         .infer = cuda_infer,
         .backward = cuda_backward,
-        .memory_usage = cuda_memory_usage,
-        .last_error = cuda_last_error,
     };
-    return atp_negotiate(host, api, &mine);
+    const auxtrunk_api_t all = atp_api(mine);
+    return atp_negotiate(host, api, &all);
 }

@@ -1,18 +1,20 @@
 /*
  * cuda_plugin.h — the ABI adapter every CUDA plugin shares. A CUDA plugin is
  * one kernel set plus this adapter: it defines the table atc_plugin_kernels
- * (names, caps, workspace size and three launchers) and links cuda_plugin.c,
- * which implements every entry of abi/auxtrunk.h on top of it: validation
- * (plugin/common with the CUDA memory-space checker) before anything is
- * enqueued, the device guard, checked launches, and the handle's one device
- * allocation.
+ * (names, caps, and per mode a workspace size, a prepare and two launchers,
+ * each a kernel function of kernels/) and links cuda_plugin.c (the object
+ * library auxtrunk_plugin_cuda), which implements every entry of
+ * abi/auxtrunk.h on top of it: validation (plugin/common with the CUDA
+ * memory-space checker) before anything is enqueued, the one conversion of
+ * ABI types to the kernels' (atk_*), the device guard, checked launches, and
+ * the handle's one device allocation.
  *
  * Device memory of a handle, allocated once by init as one block:
  *   h1, h2     [max_batch, H1], [max_batch, H2]  recorded by forward for backward
  *   ih1, ih2   the same shapes                   infer's activations, so that
  *                                                infer never touches the record
- *   workspace  kernels->workspace_bytes(dims,    the kernel set's own scratch
- *              config flags)
+ *   workspace  mode->workspace_floats(dims,      the kernel set's own scratch
+ *              max_batch) floats
  * The host orders the handle's calls; the device work of two calls on one
  * handle must not overlap either (same stream, or an event between them),
  * since they share these buffers.
@@ -32,30 +34,29 @@
 extern "C" {
 #endif
 
+/* One mode of a kernel set: the kernel functions a handle runs. */
+typedef struct atc_mode {
+    /* Device workspace floats a handle needs beyond h1/h2/ih1/ih2. */
+    size_t (*workspace_floats)(atk_dims_t d, int max_batch);
+    /* Loads every kernel on the current device (once per handle, at init), so
+     * that no later launch loads code, e.g. inside a host's graph capture. */
+    cudaError_t (*prepare)(void);
+    /* h1, h2 are the record or infer's scratch; arguments are validated. */
+    cudaError_t (*forward)(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                           float *h1, float *h2, float *out, cudaStream_t stream);
+    cudaError_t (*backward)(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                            const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                            int accumulate, float *workspace, cudaStream_t stream);
+} atc_mode_t;
+
 typedef struct atc_kernels {
     const char *impl_name;      /* auxtrunk_api_t.impl_name */
     const char *kernel_version; /* auxtrunk_api_t.kernel_version */
     uint64_t caps;              /* must include AUXTRUNK_CAP_MEM_CUDA */
-    uint32_t config_flags;      /* AUXTRUNK_CONFIG_* bits init accepts */
-
-    /* Every entry below receives the handle's config flags (config_flags:
-     * the AUXTRUNK_CONFIG_* bits its init accepted, a subset of the field
-     * above), so that a kernel set can choose its mode, e.g. fast mode. */
-
-    /* Device workspace bytes a handle of these dims needs beyond h1/h2/ih1/ih2. */
-    size_t (*workspace_bytes)(const atp_dims_t *dims, uint32_t config_flags);
-    /* Loads every kernel on the current device (once per handle, at init), so
-     * that no later launch loads code, e.g. inside a host's graph capture. */
-    cudaError_t (*prepare)(uint32_t config_flags);
-    /* h1, h2 are the record or infer's scratch; arguments are validated. */
-    cudaError_t (*forward)(const atp_dims_t *dims, uint32_t config_flags,
-                           const auxtrunk_params_t *p, const float *x, int batch, float *h1,
-                           float *h2, float *out, void *workspace, cudaStream_t stream);
-    cudaError_t (*backward)(const atp_dims_t *dims, uint32_t config_flags,
-                            const auxtrunk_params_t *p, const float *x, const float *h1,
-                            const float *h2, const float *dout, int batch,
-                            const auxtrunk_grads_t *g, int accumulate, void *workspace,
-                            cudaStream_t stream);
+    atc_mode_t exact;           /* handles configured without AUXTRUNK_CONFIG_FAST */
+    /* Handles configured with AUXTRUNK_CONFIG_FAST. All NULL: the kernel set
+     * has no fast mode, and init refuses the flag (E_FLAGS). */
+    atc_mode_t fast;
 } atc_kernels_t;
 
 /* Defined by each CUDA plugin (one per libauxtrunk.so). */

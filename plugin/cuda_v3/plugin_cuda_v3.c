@@ -8,7 +8,7 @@
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
  * v3_workspace_floats(dims, max_batch) floats, the larger of cuda-v2's
- * workspace and the fused path's (1.5 KiB of flags, dh2/dh1
+ * workspace and the fused path's (48 KiB of flags, dh2/dh1
  * [min(max_batch, 1024), H2+H1], two tree nodes of all P parameters when
  * max_batch > 512): the two paths never run in one call. For the production
  * topology that is cuda-v2's figure (plugin/cuda_v2/plugin_cuda_v2.c).
@@ -57,7 +57,7 @@ static cudaError_t backward(const atp_dims_t *d, uint32_t config_flags,
 
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v3",
-    .kernel_version = "cuda-v3 3.0.0 (canon " V3_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version = "cuda-v3 " AUXTRUNK_KERNEL_VERSION " (canon " V3_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT |
             AUXTRUNK_CAP_GRAPH_CAPTURE,
     .config_flags = 0,

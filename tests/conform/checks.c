@@ -31,7 +31,7 @@ const cf_check_t cf_checks[] = {
      "backward before any (or after only infer / failed) forward: E_NO_FORWARD, nothing written"},
     {"lifecycle.not_a_handle", CF_MEMORY, check_lifecycle_not_a_handle,
      "a non-handle block gives E_BAD_HANDLE, a NULL handle E_NULL_POINTER/E_BAD_HANDLE"},
-    {"lifecycle.after_destroy", CF_LOADED, check_lifecycle_after_destroy,
+    {"lifecycle.after_destroy", CF_MEMORY, check_lifecycle_after_destroy,
      "calls on a destroyed handle (its memory quarantined) give E_BAD_HANDLE"},
     {"lifecycle.memory_usage", CF_MEMORY, check_lifecycle_memory_usage,
      "memory_usage fills its struct, reserved 0, at least the record, no device bytes for host plugins"},

@@ -208,6 +208,28 @@ static int failed_forward_kinds(const cf_setup_t *s, failed_forward_t *f, int k)
     return n;
 }
 
+/* The failing forward f, then a backward of batch B that must return want
+ * (bwd names it) and write nothing. */
+static int failed_then_backward(cf_ctx_t *ctx, cf_setup_t *s, const failed_forward_t *f, int B,
+                                int32_t want, const char *bwd)
+{
+    const auxtrunk_api_t *a = &ctx->pl.api;
+    char fwd[160];
+    snprintf(fwd, sizeof fwd, "forward with %s", f->what);
+    cf_stage(ctx, "%s", fwd);
+    int32_t rc = a->forward(s->h, f->params, f->x, f->batch, f->out, f->flags, NULL);
+    if (cf_expect_status(ctx, rc, f->want, fwd))
+        return -1;
+    cf_stage(ctx, "%s", bwd);
+    cf_watch_t w;
+    if (cf_watch_begin(ctx, &w, &s->b))
+        return -1;
+    rc = a->backward(s->h, &s->b.params, s->b.x.p, s->b.dout.p, B, &s->b.grads, 0, NULL);
+    if (cf_expect_status(ctx, rc, want, bwd) || cf_watch_end(ctx, &w, bwd))
+        return -1;
+    return 0;
+}
+
 void check_lifecycle_no_forward(cf_ctx_t *ctx)
 {
     const cf_plugin_t *pl = &ctx->pl;
@@ -240,19 +262,10 @@ void check_lifecycle_no_forward(cf_ctx_t *ctx)
     for (int k = 0; k < kinds; k++) {
         failed_forward_t f;
         failed_forward_kinds(&s, &f, k);
-        char fwd[160], bwd[200];
-        snprintf(fwd, sizeof fwd, "forward with %s", f.what);
+        char bwd[200];
         snprintf(bwd, sizeof bwd, "backward after only a failed forward (%s)", f.what);
-        cf_stage(ctx, "%s", fwd);
-        rc = a->forward(s.h, f.params, f.x, f.batch, f.out, f.flags, NULL);
-        if (cf_expect_status(ctx, rc, f.want, fwd))
-            return;
-        cf_stage(ctx, "%s", bwd);
-        if (cf_watch_begin(ctx, &w, &s.b))
-            return;
-        rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, f.batch >= 1 && f.batch <= 16 ? f.batch : n,
-                         &s.b.grads, 0, NULL);
-        if (cf_expect_status(ctx, rc, AUXTRUNK_E_NO_FORWARD, bwd) || cf_watch_end(ctx, &w, bwd))
+        if (failed_then_backward(ctx, &s, &f, f.batch >= 1 && f.batch <= 16 ? f.batch : n,
+                                 AUXTRUNK_E_NO_FORWARD, bwd))
             return;
     }
     /* And then a real forward makes backward work; a failed forward of
@@ -264,20 +277,11 @@ void check_lifecycle_no_forward(cf_ctx_t *ctx)
         failed_forward_kinds(&s, &f, k);
         if (f.batch == n || f.batch < 1 || f.batch > 16)
             continue;
-        char fwd[160], bwd[240];
-        snprintf(fwd, sizeof fwd, "forward with %s", f.what);
+        char bwd[240];
         snprintf(bwd, sizeof bwd, "backward(B=%d) after a forward(B=%d) and a failed forward with %s",
                  f.batch, n, f.what);
-        rc = a->forward(s.h, f.params, f.x, f.batch, f.out, f.flags, NULL);
-        if (cf_expect_status(ctx, rc, f.want, fwd))
-            return;
-        cf_stage(ctx, "%s", bwd);
-        if (cf_watch_begin(ctx, &w, &s.b))
-            return;
-        rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, f.batch, &s.b.grads, 0, NULL);
-        if (cf_expect_status(ctx, rc, AUXTRUNK_E_BATCH_MISMATCH, bwd) || cf_watch_end(ctx, &w, bwd))
-            return;
-        if (cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
+        if (failed_then_backward(ctx, &s, &f, f.batch, AUXTRUNK_E_BATCH_MISMATCH, bwd) ||
+            cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
             return;
     }
     cf_pass_detail(ctx, "fresh handle, after only an infer, after failed forwards of %d kinds: "
@@ -424,14 +428,14 @@ void check_lifecycle_memory_usage(cf_ctx_t *ctx)
         cf_fail(ctx, "a host-memory plugin reports %llu device bytes", (unsigned long long)m.device_bytes);
         return;
     }
-    /* The record forward keeps for backward (h1 and h2 for max_batch rows)
-     * lives in the plugin's memory space. */
+    /* The handle owns at least the record forward keeps for backward: h1
+     * and h2 for max_batch rows, wherever it keeps them. */
     const uint64_t record = 4ull * (uint64_t)cfg.max_batch * (uint64_t)(cfg.h1 + cfg.h2);
-    const uint64_t in_space = pl->space == CF_SPACE_HOST ? m.host_bytes : m.device_bytes;
-    if (in_space < record) {
-        cf_fail(ctx, "memory_usage reports %llu %s bytes, less than the record alone (h1 and h2 "
-                "for max_batch rows: %llu bytes)", (unsigned long long)in_space,
-                pl->space == CF_SPACE_HOST ? "host" : "device", (unsigned long long)record);
+    if (m.host_bytes + m.device_bytes < record) {
+        cf_fail(ctx, "memory_usage reports %llu host and %llu device bytes, less than the record "
+                "alone (h1 and h2 for max_batch rows: %llu bytes)",
+                (unsigned long long)m.host_bytes, (unsigned long long)m.device_bytes,
+                (unsigned long long)record);
         return;
     }
     if (cf_expect_status(ctx, a->memory_usage(h, NULL), AUXTRUNK_E_NULL_POINTER,

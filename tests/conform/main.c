@@ -7,11 +7,13 @@
  * crashes, hangs or corrupts memory takes down only the child running one
  * check, which then fails with the reason ("killed by signal 11
  * (Segmentation fault) during init", "timed out after 60 s during forward").
- * Each child leads its own process group, and a timeout kills the group.
+ * Each child leads its own process group, and a timeout kills the group
+ * (host_stub/supervise.c, the same supervised child as the host's vetting).
  *
  * Exit status: 0 every selected check passed or was skipped; 1 at least one
- * failed; 2 usage error (bad option, no plugin path, --only matching nothing,
- * report file not writable).
+ * failed; 2 usage error (bad option, no plugin path, a plugin or reference
+ * file that cannot be read, a seed that is not a number in [0, 2^64),
+ * --only matching nothing, report file not writable).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -323,8 +325,8 @@ static void usage(FILE *f)
         "  --list               list the checks and exit\n"
         "  --only PATTERN       run only matching checks: a name, a group (\"numerics\")\n"
         "                       or a glob (\"*.guard_zones\"); repeatable, or a comma list\n"
-        "  --seed N             seed of the random inputs (default: $AUXTRUNK_SEED, else\n"
-        "                       from the clock); always printed\n"
+        "  --seed N             seed of the random inputs, 0 to 2^64-1 (default:\n"
+        "                       $AUXTRUNK_SEED, else from the clock); always printed\n"
         "  --timeout SEC        per-check time limit (default 60)\n"
         "  --reference PATH     an exact plugin (the CPU one) for determinism.exact\n"
         "  --report FILE        also write a machine-readable report to FILE\n"
@@ -423,6 +425,10 @@ int main(int argc, char **argv)
 
     /* Selection. */
     const cf_check_t **sel = calloc(cf_check_count, sizeof *sel);
+    if (!sel) {
+        fprintf(stderr, "auxtrunk-conform: out of memory\n");
+        return 2;
+    }
     size_t n_sel = 0;
     for (int k = 0; k < n_only; k++) {
         int hit = 0;
@@ -430,6 +436,7 @@ int main(int argc, char **argv)
             hit |= matches(only[k], cf_checks[i].name);
         if (!hit) {
             fprintf(stderr, "auxtrunk-conform: --only %s matches no check (see --list)\n", only[k]);
+            free(sel);
             return 2;
         }
     }
@@ -443,11 +450,13 @@ int main(int argc, char **argv)
     if (list) {
         for (size_t i = 0; i < n_sel; i++)
             printf("%-28s %s\n", sel[i]->name, sel[i]->summary);
+        free(sel);
         return 0;
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "auxtrunk-conform: expected exactly one plugin path\n");
         usage(stderr);
+        free(sel);
         return 2;
     }
     opt.plugin = argv[optind];
@@ -480,6 +489,7 @@ int main(int argc, char **argv)
         rep = fopen(report, "w");
         if (!rep) {
             fprintf(stderr, "auxtrunk-conform: cannot write %s: %s\n", report, strerror(errno));
+            free(sel);
             return 2;
         }
     }

@@ -20,6 +20,10 @@
 # AUXTRUNK_GPU_RACECHECK_CASES (the test cases racecheck runs, default every
 # case the binary lists: "exact fast" for cuda-v2),
 # AUXTRUNK_GPU_BATCHES, AUXTRUNK_GPU_BUDGET (the bench's --batches and --budget),
+# AUXTRUNK_GPU_SANITIZE_HOST=0 (skip the sanitizers on the host's own kernels),
+# AUXTRUNK_GPU_TRAIN_BENCH=0 (skip the training throughput table,
+# tests/cuda/bench_train.sh), AUXTRUNK_GPU_TARGETS (build only these targets),
+# AUXTRUNK_GPU_CTEST_REGEX (run only the tests matching it),
 # AUXTRUNK_GPU_DEADLINE (seconds for everything, default 540).
 # Expected: about 1 min build, 1 min ctest, 1-2 min per sanitizer.
 set -u -o pipefail
@@ -87,7 +91,9 @@ prefix=()
 [ -d "$root/.carry/check/include" ] && prefix=(-DCMAKE_PREFIX_PATH="$root/.carry/check")
 step configure "$out/configure.log" 120 \
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" || finish
-step build "$out/build.log" 300 cmake --build "$build" -j "$jobs" || finish
+targets=()
+for t in ${AUXTRUNK_GPU_TARGETS:-}; do targets+=(--target "$t"); done
+step build "$out/build.log" 300 cmake --build "$build" -j "$jobs" "${targets[@]}" || finish
 for v in cuda-v1 cuda-v2 cuda-v3; do
     [ -x "$cuobjdump" ] &&
         "$cuobjdump" --dump-resource-usage "$build/plugins/$v/libauxtrunk.so" \
@@ -95,12 +101,17 @@ for v in cuda-v1 cuda-v2 cuda-v3; do
 done
 
 # --- Tests: the whole suite, GPU cases included ------------------------------------
+ctest_only=()
+[ -n "${AUXTRUNK_GPU_CTEST_REGEX:-}" ] && ctest_only=(-R "$AUXTRUNK_GPU_CTEST_REGEX")
 step ctest "$out/ctest.log" 420 \
-    ctest --test-dir "$build" -j 4 --output-on-failure --timeout 400
+    ctest --test-dir "$build" -j 4 --output-on-failure --timeout 400 "${ctest_only[@]}"
 # ctest counts a skip as a pass; here the GPU cases must really have run.
-for v in v1 v2 v3; do
-    if ! grep -qE "cuda_${v}_gpu \.+ +Passed" "$out/ctest.log"; then
-        summary+=("$(printf '%-16s %-22s' "gpu-cases-$v" "DID NOT RUN OR FAILED")")
+gpu_cases="cuda_v1_gpu cuda_v2_gpu cuda_v3_gpu host_step_gpu host_step_kernels"
+[ -n "${AUXTRUNK_GPU_CTEST_REGEX:-}" ] &&
+    gpu_cases=$(printf '%s\n' $gpu_cases | grep -E "$AUXTRUNK_GPU_CTEST_REGEX")
+for v in $gpu_cases; do
+    if ! grep -qE "${v} \.+ +Passed" "$out/ctest.log"; then
+        summary+=("$(printf '%-16s %-22s' "$v" "DID NOT RUN OR FAILED")")
         failed=1
     fi
 done
@@ -110,7 +121,7 @@ cp "$build/Testing/Temporary/LastTest.log" "$out/ctest-output.log" 2>/dev/null |
 # --- Sanitizers (quick mode, one process: CK_FORK=no) -----------------------------
 san=(env CK_FORK=no AUXTRUNK_CUDA_TEST_QUICK=1 "$sanitizer" --error-exitcode 86 --print-limit 100)
 if [ -x "$sanitizer" ]; then
-    for v in ${AUXTRUNK_GPU_SANITIZE:-v1 v2 v3}; do
+    for v in ${AUXTRUNK_GPU_SANITIZE-v1 v2 v3}; do
         bin=$build/tests/cuda/test_cuda_$v
         step "memcheck-$v" "$out/memcheck-$v.log" 150 "${san[@]}" --tool memcheck --leak-check full "$bin" gpu
         # racecheck is the slowest tool: one run per test case ("$bin" cases).
@@ -123,6 +134,17 @@ if [ -x "$sanitizer" ]; then
             step "initcheck-$v" "$out/initcheck-$v.log" 120 "${san[@]}" --tool initcheck "$bin" gpu
         fi
     done
+    # The host's own kernels (host_stub/step_cuda.cu) against the host path.
+    host_bin=$build/tests/host/test_step
+    if [ "${AUXTRUNK_GPU_SANITIZE_HOST:-1}" = 1 ] && [ -x "$host_bin" ]; then
+        for tool in memcheck racecheck; do
+            extra=()
+            [ $tool = memcheck ] && extra=(--leak-check full)
+            [ $tool = racecheck ] && extra=(--racecheck-report all)
+            step "$tool-host" "$out/$tool-host.log" 150 env CK_RUN_CASE=kernels \
+                "${san[@]}" --tool $tool "${extra[@]}" "$host_bin"
+        done
+    fi
 else
     echo "compute-sanitizer not found" | tee "$out/sanitizer.log"
     summary+=("sanitizers       MISSING (no compute-sanitizer)")
@@ -140,5 +162,9 @@ if [ "${AUXTRUNK_GPU_BENCH:-1}" = 1 ]; then
         --plugin-dir "$build/plugins/cuda-v2" --plugin-dir "$build/plugins/cuda-v3" --cublas \
         --batches "${AUXTRUNK_GPU_BATCHES:-32,128,256,1024,4096,16384,65536}" \
         --budget "${AUXTRUNK_GPU_BUDGET:-1}" --csv "$out/bench.csv" --svg "$out/bench.svg"
+fi
+# --- Training throughput: auxtrunk-host train, batch 256, graph and eager ----------
+if [ "${AUXTRUNK_GPU_TRAIN_BENCH:-1}" = 1 ]; then
+    step train-bench "$out/train-bench.log" 240 "$root/tests/cuda/bench_train.sh" "$build" "$out"
 fi
 finish

@@ -10,7 +10,8 @@
  * mapped after a refusal). Fork mode: every test in its own process, CUDA
  * only ever touched inside a test. CPU only.
  *
- * Suites (CK_RUN_SUITE selects one): cli, loader, train, checkpoint, report,
+ * Suites (CK_RUN_SUITE selects one): cli, loader, train, checkpoint, files
+ * (what a run reads and writes: issue 16's failures 2, 3, 5, 6, 7), report,
  * bench.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
@@ -26,8 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -66,24 +69,8 @@ static int run_host(const char *tag, ...)
     va_end(ap);
     argv[argc] = NULL;
 
-    char out[4200], err[4200];
-    snprintf(out, sizeof out, "%s/%s.out", tst_scratch_dir(), tag);
-    snprintf(err, sizeof err, "%s/%s.err", tst_scratch_dir(), tag);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, AUXTRUNK_HOST_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_msg(rc == 0, "posix_spawn %s: %s", AUXTRUNK_HOST_EXE, strerror(rc));
-    int status;
-    ck_assert(waitpid(pid, &status, 0) == pid);
-    free(g_out);
-    free(g_err);
-    g_out = tst_slurp(out, NULL);
-    g_err = tst_slurp(err, NULL);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int rc = tst_wait(tst_spawn(AUXTRUNK_HOST_EXE, argv, tag), 900.0, tag, &g_out, &g_err);
+    return rc >= 128 ? -1 : rc;
 }
 
 #define ck_assert_contains(hay, needle)                                                       \
@@ -425,6 +412,7 @@ static const refusal_t refusals[] = {
     {"directory without plugin", "@empty", ATH_LOAD_NO_FILE, "libauxtrunk.so does not exist"},
     {"not ELF", "@notelf", ATH_LOAD_NOT_LOADABLE, "not an ELF file"},
     {"truncated ELF", "@truncated", ATH_LOAD_NOT_LOADABLE, "truncated"},
+    {"group-writable file", "@groupw", ATH_LOAD_PERMISSIONS, "writable by its group"},
     {"no entry symbol", FX_DIR "/no_export", ATH_LOAD_NO_ENTRY, "auxtrunk_plugin_entry"},
     {"ABI too new", FX_DIR "/abi_new", ATH_LOAD_ABI, "incompatible ABI"},
     {"ABI too old", FX_DIR "/abi_old", ATH_LOAD_ABI, "incompatible ABI"},
@@ -449,14 +437,45 @@ static const char *refusal_dir(const refusal_t *r)
     if (strcmp(r->dir, "@notelf") == 0) {
         const char text[] = "this is not a shared object\n";
         tst_spit(file, text, sizeof text - 1, 0644);
-    } else if (strcmp(r->dir, "@truncated") == 0) {
+    } else if (strcmp(r->dir, "@truncated") == 0 || strcmp(r->dir, "@groupw") == 0) {
         size_t n;
         char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &n);
-        tst_spit(file, so, n / 3, 0644);
+        if (r->dir[1] == 't')
+            tst_spit(file, so, n / 3, 0644);
+        else
+            tst_spit(file, so, n, 0664);
         free(so);
     }
     return d;
 }
+
+/* --plugin NAME looks in $AUXTRUNK_PLUGIN_PATH first. */
+START_TEST(test_loader_named)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *root = tst_path_in("roots");
+    char dir[4200], file[4300], path[4300];
+    snprintf(dir, sizeof dir, "%s/mine", root);
+    snprintf(file, sizeof file, "%s/libauxtrunk.so", dir);
+    ck_assert(mkdir(root, 0755) == 0 && mkdir(dir, 0755) == 0);
+    size_t n;
+    char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &n);
+    tst_spit(file, so, n, 0644);
+    free(so);
+    char list[9000];
+    snprintf(list, sizeof list, "%s/none:%s", tst_scratch_dir(), root);
+    ck_assert(setenv("AUXTRUNK_PLUGIN_PATH", list, 1) == 0);
+    ath_err_t err = {{0}};
+    ck_assert_msg(ath_plugin_named("mine", path, sizeof path, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(path, file);
+    ath_plugin_t pl;
+    ck_assert_msg(ath_plugin_load(path, &pl, &err) == ATH_LOAD_OK, "%s", err.msg);
+    ck_assert_str_eq(pl.api.impl_name, "cpu-ref");
+    ath_plugin_unload(&pl);
+    ck_assert(unsetenv("AUXTRUNK_PLUGIN_PATH") == 0);
+    tst_scratch_done();
+}
+END_TEST
 
 START_TEST(test_loader_refuses)
 {
@@ -654,7 +673,7 @@ static const bad_ckpt_t bad_ckpts[] = {
     {"corrupted payload", "payload checksum mismatch"},
     {"corrupted header", "header checksum mismatch"},
     {"wrong magic", "bad magic"},
-    {"wrong version", "format version 2"},
+    {"wrong version (an older format)", "format version 1"},
     {"wrong topology", "wrong topology"},
     {"wrong batch", "--batch 8"},
     {"wrong seed", "--seed"},
@@ -680,7 +699,7 @@ START_TEST(test_bad_checkpoint_refused)
     case 4: d[ATH_CKPT_HEADER_SIZE + 123] ^= 0x10; break;
     case 5: d[64] ^= 0x01; break; /* the step field */
     case 6: d[0] = 'X'; break;
-    case 7: d[8] = 2; break;
+    case 7: d[8] = 1; break;
     case 8: topo_h1 = "16"; break;
     case 9: batch = "16"; break;
     case 10: seed = "2"; break;
@@ -747,6 +766,361 @@ START_TEST(test_crc32)
 {
     ck_assert_uint_eq(ath_crc32(0, "123456789", 9), 0xCBF43926u);
     ck_assert_uint_eq(ath_crc32(ath_crc32(0, "1234", 4), "56789", 5), 0xCBF43926u);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* files: what the run reads and writes (safefile.h, vet.h)                  */
+
+static void assert_file_is(const char *path, const char *want)
+{
+    char *got = tst_slurp(path, NULL);
+    ck_assert_msg(strcmp(got, want) == 0, "%s was changed to:\n%.200s", path, got);
+    free(got);
+}
+
+/* A directory <scratch>/name (0755); plugin gets its libauxtrunk.so path. */
+static char *scratch_dir(const char *name, char *plugin, size_t n)
+{
+    char *dir = tst_path_in(name);
+    ck_assert(mkdir(dir, 0755) == 0);
+    snprintf(plugin, n, "%s/libauxtrunk.so", dir);
+    return dir;
+}
+
+/* A pid that existed and is gone: a reaped child's. */
+static long dead_pid(void)
+{
+    pid_t p = fork();
+    if (p == 0)
+        _exit(0);
+    ck_assert(p > 0 && waitpid(p, NULL, 0) == p);
+    return (long)p;
+}
+
+/* Item 2: the checkpoint's temporary had a predictable name
+ * (FILE.tmp.<pid>) and was opened without O_EXCL or O_NOFOLLOW, so symlinks
+ * planted for the next pids redirected the write; --csv and --svg followed
+ * a symlink at their own path. Now temporaries are exclusive and
+ * unpredictable, and an output that is a symlink is refused before the run. */
+START_TEST(test_planted_symlinks)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char *victim = tst_path_in("victim");
+    tst_spit(victim, "precious\n", 9, 0644);
+    char *ck = tst_path_in("ck");
+    long me = (long)getpid();
+    for (long p = me; p < me + 400; p++) {
+        char link[4400];
+        snprintf(link, sizeof link, "%s.tmp.%ld", ck, p);
+        ck_assert(symlink(victim, link) == 0);
+    }
+    ck_assert_int_eq(run_host("ck", SMALL, "--steps", "20", "--checkpoint", ck, NULL), 0);
+    assert_file_is(victim, "precious\n");
+    ath_ckpt_meta_t m;
+    ath_err_t err;
+    ck_assert_msg(ath_ckpt_peek(ck, &m, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(m.step, 20);
+    struct stat st;
+    ck_assert(lstat(ck, &st) == 0 && S_ISREG(st.st_mode));
+
+    const char *opt[] = {"--csv", "--svg"};
+    for (int i = 0; i < 2; i++) {
+        char *link = tst_path_in(i ? "out.svg" : "out.csv");
+        ck_assert(symlink(victim, link) == 0);
+        int rc = run_host("link", SMALL, "--steps", "20", opt[i], link, NULL);
+        ck_assert_msg(rc == 1, "%s through a symlink: exit %d\n%s", opt[i], rc, g_err);
+        ck_assert_contains(g_err, "symbolic link");
+        ck_assert_msg(!strstr(g_out, "summary"), "%s trained before refusing:\n%s", opt[i], g_out);
+        assert_file_is(victim, "precious\n");
+    }
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 6: outputs that would destroy inputs or each other are refused
+ * before anything runs, by name and by inode (a hard link), with exit 2;
+ * the checkpoint may be the file the run resumes from. */
+START_TEST(test_outputs_never_inputs)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char *ck = tst_path_in("ck");
+    ck_assert_int_eq(run_host("base", SMALL, "--steps", "10", "--checkpoint", ck, NULL), 0);
+    size_t n0;
+    char *before = tst_slurp(ck, &n0);
+    char *hard = tst_path_in("hard");
+    ck_assert(link(ck, hard) == 0);
+    char plugin[4400];
+    char *plugin_dir = scratch_dir("pl", plugin, sizeof plugin);
+    size_t np;
+    char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &np);
+    tst_spit(plugin, so, np, 0644);
+
+    struct {
+        const char *tag, *a1, *v1, *a2, *v2, *says;
+    } bad[] = {
+        {"svg=ck", "--svg", ck, "--checkpoint", ck, "two outputs"},
+        {"csv=resume", "--csv", ck, "--resume", ck, "destroy that input"},
+        {"csv=hardlink", "--csv", hard, "--resume", ck, "destroy that input"},
+        {"svg=csv", "--svg", tst_path_in("x"), "--csv", tst_path_in("x"), "two outputs"},
+        {"csv=plugin", "--csv", plugin, "--plugin-dir", plugin_dir, "the plugin file"},
+        {"ck=plugin", "--checkpoint", plugin, "--plugin-dir", plugin_dir, "the plugin file"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run_host(bad[i].tag, SMALL, "--steps", "20", bad[i].a1, bad[i].v1, bad[i].a2,
+                          bad[i].v2, NULL);
+        ck_assert_msg(rc == 2, "%s: exit %d\n%s%s", bad[i].tag, rc, g_out, g_err);
+        ck_assert_contains(g_err, bad[i].says);
+        size_t n1;
+        char *after = tst_slurp(ck, &n1);
+        ck_assert_msg(n1 == n0 && memcmp(before, after, n0) == 0, "%s changed the checkpoint",
+                      bad[i].tag);
+        free(after);
+        size_t n2;
+        char *so2 = tst_slurp(plugin, &n2);
+        ck_assert_msg(n2 == np && memcmp(so, so2, np) == 0, "%s changed the plugin", bad[i].tag);
+        free(so2);
+    }
+    /* Resuming from and writing to the same checkpoint is the normal case. */
+    ck_assert_int_eq(run_host("same", SMALL, "--steps", "20", "--resume", ck, "--checkpoint", ck,
+                              NULL),
+                     0);
+    free(before);
+    free(so);
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 6: an unwritable --checkpoint or --svg failed only after the whole
+ * run. Now it fails before the first step: exit 4 for the checkpoint, 1 for
+ * the SVG and CSV. */
+START_TEST(test_unwritable_outputs_fail_first)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char *nodir = tst_path_in("no/such/dir/out");
+    ck_assert(mkdir(tst_path_in("adir"), 0755) == 0);
+    struct {
+        const char *opt, *path;
+        int code;
+    } bad[] = {
+        {"--checkpoint", nodir, 4}, {"--svg", nodir, 1}, {"--csv", nodir, 1},
+        {"--checkpoint", tst_path_in("adir"), 4}, {"--svg", tst_path_in("adir"), 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run_host("unw", SMALL, "--steps", "100000000", "--log-every", "1", bad[i].opt,
+                          bad[i].path, NULL);
+        ck_assert_msg(rc == bad[i].code, "%s %s: exit %d\n%s", bad[i].opt, bad[i].path, rc,
+                      g_err);
+        ck_assert_contains(g_err, bad[i].opt);
+        ck_assert_msg(!strstr(g_out, "step "), "trained before refusing %s:\n%s", bad[i].opt,
+                      g_out);
+    }
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 6: re-running a command without --resume overwrote a later
+ * checkpoint without a word. Now that is refused (exit 4, the file kept)
+ * unless --overwrite is given. */
+START_TEST(test_existing_checkpoint_kept)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char *ck = tst_path_in("ck");
+    ck_assert_int_eq(run_host("a", SMALL, "--steps", "30", "--checkpoint", ck, NULL), 0);
+    size_t n0;
+    char *before = tst_slurp(ck, &n0);
+    ck_assert_int_eq(run_host("b", SMALL, "--steps", "10", "--checkpoint", ck, NULL), 4);
+    ck_assert_contains(g_err, "a checkpoint at step 30");
+    ck_assert_contains(g_err, "--overwrite");
+    size_t n1;
+    char *after = tst_slurp(ck, &n1);
+    ck_assert(n1 == n0 && memcmp(before, after, n0) == 0);
+    ck_assert_int_eq(run_host("c", SMALL, "--steps", "10", "--checkpoint", ck, "--overwrite",
+                              NULL),
+                     0);
+    ath_ckpt_meta_t m;
+    ath_err_t err;
+    ck_assert_msg(ath_ckpt_peek(ck, &m, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(m.step, 10);
+    free(before);
+    free(after);
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 5: a FIFO as the plugin file, as --resume or as --plugin-sha256
+ * blocked the trainer in open(), and /dev/zero as the allow-list spun
+ * forever. Now each is refused at once as not a regular file. (A hang
+ * fails this test by its timeout.) */
+START_TEST(test_fifo_and_device_inputs)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char plugin[4400];
+    char *dir = scratch_dir("pl", plugin, sizeof plugin);
+    ck_assert(mkfifo(plugin, 0644) == 0);
+    char *fifo = tst_path_in("fifo");
+    ck_assert(mkfifo(fifo, 0644) == 0);
+
+    ck_assert_int_eq(run_host("p", SMALL, "--steps", "5", "--plugin-dir", dir, NULL), 3);
+    ck_assert_contains(g_err, "FIFO");
+    ck_assert_int_eq(run_host("r", SMALL, "--steps", "5", "--resume", fifo, NULL), 4);
+    ck_assert_contains(g_err, "FIFO");
+    ck_assert_int_eq(run_host("s", SMALL, "--steps", "5", "--plugin-sha256", fifo, NULL), 3);
+    ck_assert_contains(g_err, "FIFO");
+    ck_assert_int_eq(run_host("z", SMALL, "--steps", "5", "--plugin-sha256", "/dev/zero", NULL),
+                     3);
+    ck_assert_contains(g_err, "not a regular file");
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 3: without --watch-plugin-dir the plugin was dlopened in place with
+ * no checks: a group-writable file was run, and copying a new build over it
+ * killed the running trainer (SIGBUS/SIGSEGV). Now every run loads a private
+ * copy behind the owner and mode checks. */
+START_TEST(test_plugin_private_in_every_mode)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char plugin[4400];
+    char *dir = scratch_dir("pl", plugin, sizeof plugin);
+    size_t np;
+    char *so = tst_slurp(CPU_PLUGIN_DIR "/libauxtrunk.so", &np);
+    tst_spit(plugin, so, np, 0664);
+    ck_assert(chmod(plugin, 0664) == 0);
+    ck_assert_int_eq(run_host("gw", SMALL, "--steps", "5", "--plugin-dir", dir, NULL), 3);
+    ck_assert_contains(g_err, "writable by its group");
+    ck_assert(chmod(plugin, 0644) == 0);
+
+    /* Overwrite the file in place, page by page with junk, while a run uses it. */
+    char out[4400];
+    snprintf(out, sizeof out, "%s/long.out", tst_scratch_dir());
+    char *argv[] = {(char *)AUXTRUNK_HOST_EXE, "--enc", "64", "--h1", "64", "--h2", "64",
+                    "--aux", "16", "--batch", "64", "--steps", "3000", "--log-every", "1",
+                    "--plugin-dir", dir, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    ck_assert(posix_spawn(&pid, AUXTRUNK_HOST_EXE, &fa, NULL, argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < 2000; i++) { /* until it trains */
+        char *text = tst_slurp(out, NULL);
+        int training = strstr(text, "step ") != NULL;
+        free(text);
+        if (training)
+            break;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int fd = open(plugin, O_WRONLY);
+    ck_assert(fd >= 0);
+    memset(so, 0xCC, np);
+    ck_assert(write(fd, so, np) == (ssize_t)np);
+    ck_assert(ftruncate(fd, 100) == 0);
+    close(fd);
+    int status;
+    ck_assert_msg(waitpid(pid, &status, WNOHANG) == 0,
+                  "the run ended before its plugin file was overwritten: nothing was tested");
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    char *text = tst_slurp(out, NULL);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the run died when its plugin file was overwritten (status 0x%x):\n%.2000s",
+                  (unsigned)status, text);
+    ck_assert_contains(text, "summary: 3000 steps");
+    free(text);
+    free(so);
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 7: the checkpoint reader loaded the whole file before checking its
+ * header (a 4 GB file took 4.2 GB of memory). Now the header alone decides:
+ * a sparse 4 GiB file, garbage or a real header with trailing bytes, is
+ * refused without the process growing. */
+START_TEST(test_checkpoint_header_first)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char *junk = tst_path_in("junk");
+    int fd = open(junk, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert(fd >= 0 && ftruncate(fd, (off_t)4 << 30) == 0);
+    close(fd);
+    char *ck = tst_path_in("ck");
+    ck_assert_int_eq(run_host("ck", SMALL, "--steps", "5", "--checkpoint", ck, NULL), 0);
+    ck_assert(truncate(ck, (off_t)4 << 30) == 0);
+
+    ath_ckpt_meta_t expect = {.enc = 8, .h1 = 8, .h2 = 8, .aux = 4, .batch = 8, .seed = 1,
+                              .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    size_t n = 8 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4;
+    float *p = malloc(3 * n * sizeof(float));
+    ath_ckpt_meta_t got;
+    ath_err_t err;
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    ck_assert_int_eq(ath_ckpt_load(junk, &expect, &got, p, p + n, p + 2 * n, n, &err), -1);
+    ck_assert_contains(err.msg, "bad magic");
+    ck_assert_int_eq(ath_ckpt_load(ck, &expect, &got, p, p + n, p + 2 * n, n, &err), -1);
+    ck_assert_contains(err.msg, "trailing bytes");
+    getrusage(RUSAGE_SELF, &ru1);
+    ck_assert_msg(ru1.ru_maxrss - ru0.ru_maxrss < 64 * 1024,
+                  "reading a 4 GiB file grew the process by %ld KiB",
+                  ru1.ru_maxrss - ru0.ru_maxrss);
+    free(p);
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 7: the in-memory loss curve grew without bound. Now it keeps at most
+ * ATH_CURVE_MAX_POINTS + 1 points, evenly spaced, the first and the latest
+ * always among them. */
+START_TEST(test_curve_bounded)
+{
+    ath_curve_t c = {0};
+    ath_err_t err;
+    const uint64_t N = 3000001;
+    for (uint64_t k = 1; k <= N; k++) {
+        ck_assert_int_eq(ath_curve_push(&c, k, 1.0 / (double)k, &err), 0);
+        ck_assert(c.n <= ATH_CURVE_MAX_POINTS + 1);
+        ck_assert(c.step[c.n - 1] == k && c.loss[c.n - 1] == 1.0 / (double)k);
+    }
+    ck_assert_uint_ge(c.n, ATH_CURVE_MAX_POINTS / 2);
+    ck_assert(c.step[0] == 1);
+    uint64_t gap = c.step[1] - c.step[0];
+    for (size_t i = 1; i + 1 < c.n; i++)
+        ck_assert_msg(c.step[i] - c.step[i - 1] == gap, "uneven at %zu", i);
+    ck_assert(c.step[c.n - 1] > c.step[c.n - 2] && c.step[c.n - 1] - c.step[c.n - 2] <= gap);
+    ck_assert(c.cap <= ATH_CURVE_MAX_POINTS + 1);
+    ath_curve_free(&c);
+}
+END_TEST
+
+/* Item 7: temporaries of killed runs (FILE.tmp.<pid>[.XXXXXX]) and their
+ * private directories ($TMPDIR/auxtrunk-swap-<pid>-XXXXXX) accumulated. The
+ * next run removes those whose pid is gone, and nothing of a live one. */
+START_TEST(test_stale_temporaries_removed)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    long dead = dead_pid();
+    char *ck = tst_path_in("ck");
+    char t1[4400], t2[4400], live[4400], priv[4400], privf[4500];
+    snprintf(t1, sizeof t1, "%s.tmp.%ld", ck, dead);
+    snprintf(t2, sizeof t2, "%s.tmp.%ld.Ab12Cd", ck, dead);
+    snprintf(live, sizeof live, "%s.tmp.%ld.Zz99Yy", ck, (long)getpid());
+    tst_spit(t1, "x", 1, 0600);
+    tst_spit(t2, "x", 1, 0600);
+    tst_spit(live, "x", 1, 0600);
+    snprintf(priv, sizeof priv, "%s/auxtrunk-swap-%ld-Q1w2E3", tst_scratch_dir(), dead);
+    ck_assert(mkdir(priv, 0700) == 0);
+    snprintf(privf, sizeof privf, "%s/1-libauxtrunk.so", priv);
+    tst_spit(privf, "x", 1, 0600);
+    setenv("TMPDIR", tst_scratch_dir(), 1);
+    ck_assert_int_eq(run_host("run", SMALL, "--steps", "5", "--checkpoint", ck, NULL), 0);
+    struct stat st;
+    ck_assert_msg(stat(t1, &st) != 0 && stat(t2, &st) != 0, "stale temporaries are still there");
+    ck_assert_msg(stat(priv, &st) != 0, "the stale private directory is still there");
+    ck_assert_msg(stat(live, &st) == 0, "a live process's temporary was removed");
+    unlink(live);
+    tst_scratch_done();
 }
 END_TEST
 
@@ -1010,6 +1384,7 @@ static Suite *host_suite(const char *name)
         tcase_add_loop_test(tc, test_loader_refuses, 0,
                             (int)(sizeof refusals / sizeof refusals[0]));
         tcase_add_test(tc, test_loader_init_refused);
+        tcase_add_test(tc, test_loader_named);
         tcase_add_test(tc, test_loader_cpu_plugin);
         tcase_add_test(tc, test_cli_refusals);
         tcase_add_test(tc, test_cuda_space);
@@ -1026,6 +1401,16 @@ static Suite *host_suite(const char *name)
     } else if (strcmp(name, "report") == 0) {
         tcase_add_test(tc, test_csv_svg_written);
         tcase_add_test(tc, test_svg_edge_cases);
+    } else if (strcmp(name, "files") == 0) {
+        tcase_add_test(tc, test_planted_symlinks);
+        tcase_add_test(tc, test_outputs_never_inputs);
+        tcase_add_test(tc, test_unwritable_outputs_fail_first);
+        tcase_add_test(tc, test_existing_checkpoint_kept);
+        tcase_add_test(tc, test_fifo_and_device_inputs);
+        tcase_add_test(tc, test_plugin_private_in_every_mode);
+        tcase_add_test(tc, test_checkpoint_header_first);
+        tcase_add_test(tc, test_curve_bounded);
+        tcase_add_test(tc, test_stale_temporaries_removed);
     } else if (strcmp(name, "bench") == 0) {
         tcase_add_test(tc, test_flop_formula);
         tcase_add_test(tc, test_bench_cpu);
@@ -1041,7 +1426,7 @@ int main(void)
     /* The default plugin must be found next to the program, not via the
      * environment of whoever runs the tests. */
     unsetenv("AUXTRUNK_PLUGIN_DIR");
-    const char *names[] = {"cli", "loader", "train", "checkpoint", "report", "bench"};
+    const char *names[] = {"cli", "loader", "train", "checkpoint", "files", "report", "bench"};
     SRunner *sr = srunner_create(NULL);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         srunner_add_suite(sr, host_suite(names[i]));

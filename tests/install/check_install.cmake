@@ -6,7 +6,9 @@
 #   CONSUMER=pkg_config    its Makefile, PKG_CONFIG_PATH=PREFIX/LIBDIR/pkgconfig;
 #                          the plugins from `pkg-config --variable=plugindir`
 # Arguments: -DBUILD -DCONSUMER -DWORK, the install dirs (-DLIBDIR -DINCLUDEDIR
-# -DDOCDIR -DBINDIR -DPLUGINDIR), -DVERSION, -DMAKE, -DPKG_CONFIG.
+# -DDOCDIR -DBINDIR -DPLUGINDIR), -DVERSION, -DMAKE, -DPKG_CONFIG, and in a
+# sanitizer build -DPRELOAD=<its shared runtime>, which the example (built
+# without it, as a trainer builds it) needs to load the instrumented plugin.
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -66,6 +68,9 @@ if(NOT plugins STREQUAL want)
   message(FATAL_ERROR "the ${CONSUMER} plugin directory is ${plugins}, installed at ${want}")
 endif()
 set(ENV{AUXTRUNK_PLUGIN_PATH} ${plugins})
+if(PRELOAD)
+  set(ENV{LD_PRELOAD} ${PRELOAD})
+endif()
 run("the installed example with the installed CPU plugin" ${exe} cpu)
 if(NOT out MATCHES "cpu-ref .*target infer bit-identical")
   message(FATAL_ERROR "unexpected example output:\n${out}")

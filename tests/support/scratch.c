@@ -1,6 +1,6 @@
 /*
- * scratch.c — scratch directories and whole-file I/O for Check tests
- * (scratch.h).
+ * scratch.c — scratch directories, whole-file I/O and subprocesses for
+ * Check tests (scratch.h).
  */
 #define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
 #include "scratch.h"
@@ -14,6 +14,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+
+extern char **environ;
 
 static char g_dir[4096];
 
@@ -73,4 +79,46 @@ void tst_spit(const char *path, const void *data, size_t n, mode_t mode)
     ck_assert(write(fd, data, n) == (ssize_t)n);
     ck_assert(close(fd) == 0);
     ck_assert(chmod(path, mode) == 0);
+}
+
+pid_t tst_spawn(const char *exe, char *const argv[], const char *tag)
+{
+    char out[4200], err[4200];
+    snprintf(out, sizeof out, "%s/%s.out", tst_scratch_dir(), tag);
+    snprintf(err, sizeof err, "%s/%s.err", tst_scratch_dir(), tag);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_msg(rc == 0, "posix_spawn %s: %s", exe, strerror(rc));
+    return pid;
+}
+
+int tst_wait(pid_t pid, double limit_s, const char *tag, char **out, char **err)
+{
+    int status = 0;
+    const struct timespec tick = {0, 10 * 1000 * 1000};
+    for (double waited = 0.0;; waited += 0.01) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        ck_assert(w >= 0);
+        if (w == pid)
+            break;
+        if (waited > limit_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            ck_abort_msg("%s: the process did not end within %g s", tag, limit_s);
+        }
+        nanosleep(&tick, NULL);
+    }
+    char path[4200];
+    free(*out);
+    free(*err);
+    snprintf(path, sizeof path, "%s/%s.out", tst_scratch_dir(), tag);
+    *out = tst_slurp(path, NULL);
+    snprintf(path, sizeof path, "%s/%s.err", tst_scratch_dir(), tag);
+    *err = tst_slurp(path, NULL);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

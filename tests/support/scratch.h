@@ -1,7 +1,7 @@
 /*
- * scratch.h — a scratch directory per test, and whole files in and out, for
- * the Check programs that run auxtrunk-host and read what it wrote (tests/host,
- * tests/swap). Every failure is a Check assertion, so these are called only
+ * scratch.h — a scratch directory per test, whole files in and out, and a
+ * subprocess with its output in files, for the Check programs that run
+ * auxtrunk-host and read what it wrote (tests/host, tests/swap). Every failure is a Check assertion, so these are called only
  * inside a test (fork mode: each test is its own process and has its own
  * scratch directory).
  */
@@ -32,5 +32,14 @@ char *tst_slurp(const char *path, size_t *len);
 
 /* Writes n bytes to path (created or truncated), then sets its mode. */
 void tst_spit(const char *path, const void *data, size_t n, mode_t mode);
+
+/* Starts exe with argv (argv[0] first, NULL-terminated), its stdout and
+ * stderr into <scratch>/<tag>.out and <scratch>/<tag>.err. */
+pid_t tst_spawn(const char *exe, char *const argv[], const char *tag);
+
+/* Waits for pid, at most limit_s seconds (then kills it and fails the
+ * test), and loads its output into *out and *err (freeing what they held).
+ * Returns the exit code, or 128 + the signal that ended the process. */
+int tst_wait(pid_t pid, double limit_s, const char *tag, char **out, char **err);
 
 #endif

@@ -548,6 +548,28 @@ START_TEST(test_rolled_back_file_refused_again)
 }
 END_TEST
 
+/* Every version rolled back is refused when offered again, not only the
+ * last one: A fails and is rolled back, then B, then A is offered again. */
+START_TEST(test_every_rolled_back_digest_refused)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char a1[4400], a2[4400], a3[4400];
+    snprintf(a1, sizeof a1, "10:%s", FX("fail_later"));
+    snprintf(a2, sizeof a2, "20:%s", FX("nan_later"));
+    snprintf(a3, sizeof a3, "30:%s", FX("fail_later"));
+    int rc = run_host("rb2.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--swap-at", a1,
+                      "--swap-at", a2, "--swap-at", a3, NULL);
+    ck_assert_msg(rc == 0, "run failed (%d):\n%s", rc, g_out);
+    ck_assert_msg(line_with("swap: step 13: rolled back from fixture") != NULL, "%s", g_out);
+    ck_assert_msg(line_with("swap: step 23: rolled back from fixture") != NULL, "%s", g_out);
+    const char *l = line_with("after step 30 (--swap-at): refused");
+    ck_assert_msg(l && strstr(l, "rolled-back-before") && strstr(l, "after step 13"),
+                  "the first rolled-back version was not refused again:\n%s", g_out);
+    ck_assert_msg(line_with("2 rolled back") != NULL, "%s", g_out);
+    tst_scratch_done();
+}
+END_TEST
+
 START_TEST(test_no_rollback_after_probation)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
@@ -692,6 +714,65 @@ static void watch_case(int poll_ms, int copy_over, const char *trigger)
     tst_scratch_done();
 }
 
+/* A plugin directory "pd" holding the CPU plugin, watched (inotify) by a
+ * swapper that runs it; file gets the path of its libauxtrunk.so. */
+static char *watched_dir(api_t *a, char *file, size_t n)
+{
+    char *dir = plugin_dir("pd", CPU_SO);
+    ath_swap_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.watch = 1;
+    ath_err_t err;
+    ck_assert_msg(api_open(a, &o, dir, &err) == ATH_LOAD_OK, "%s", err.msg);
+    snprintf(file, n, "%s/libauxtrunk.so", dir);
+    return dir;
+}
+
+/* The watched directory replaced (renamed away, a new one put at its
+ * path): the watch must not go deaf. It says so, watches the new directory
+ * and takes what is there and what is deployed into it later; the same with
+ * the directory deleted and re-created. */
+static void dir_replaced_case(int remove_old)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    api_t a;
+    char old[4400], file[4400];
+    char *dir = watched_dir(&a, file, sizeof file);
+    snprintf(old, sizeof old, "%s.old", dir);
+    if (remove_old) {
+        ck_assert(unlink(file) == 0);
+        ck_assert(rmdir(dir) == 0);
+    } else {
+        ck_assert(rename(dir, old) == 0);
+    }
+    ck_assert(mkdir(dir, 0755) == 0);
+    copy_file(BLOCKED_SO, file, 0644);
+    api_wait_taken(&a, 1);
+    char *log = api_log(&a);
+    ck_assert_msg(strstr(log, "was replaced; watching the new one") ||
+                      strstr(log, "is gone"),
+                  "the replacement of the directory went unnoticed:\n%s", log);
+    ck_assert_msg(ath_swap_stats(a.s).taken == 1, "%s", log);
+    ck_assert_str_eq(live_name(&a), "cpu-blocked");
+    free(log);
+    /* And it still hears the new directory. */
+    deploy_rename(dir, CPU_SO);
+    api_wait_taken(&a, 2);
+    log = api_log(&a);
+    ck_assert_msg(ath_swap_stats(a.s).taken == 2, "deaf after the directory was replaced:\n%s",
+                  log);
+    ck_assert_str_eq(live_name(&a), "cpu-ref");
+    free(log);
+    api_close(&a);
+    tst_scratch_done();
+}
+
+START_TEST(test_watch_dir_renamed_away) { dir_replaced_case(0); }
+END_TEST
+
+START_TEST(test_watch_dir_deleted) { dir_replaced_case(1); }
+END_TEST
+
 START_TEST(test_watch_inotify_rename) { watch_case(0, 0, "(inotify): took cpu-blocked"); }
 END_TEST
 
@@ -806,6 +887,35 @@ static void write_allow(const char *name, const char *const *files, int n)
     tst_spit(tst_path_in(name), text, strlen(text), 0644);
 }
 
+/* Item 7: the allow-list file itself was not permission-checked: anyone
+ * who could write it decided what runs. Now it passes the same owner and
+ * mode checks as a plugin file (itself and its directory). */
+START_TEST(test_allow_list_permissions)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    const char *cpu_only[] = {CPU_SO};
+    write_allow("cpu.sha", cpu_only, 1);
+    char *list = tst_path_in("cpu.sha");
+    ck_assert(chmod(list, 0664) == 0);
+    int rc = run_host("gw.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--plugin-sha256",
+                      list, NULL);
+    ck_assert_msg(rc == 3 && strstr(g_out, "allow-list") && strstr(g_out, "writable by its group"),
+                  "exit %d:\n%s", rc, g_out);
+    ck_assert(chmod(list, 0644) == 0);
+    if (geteuid() == 0) {
+        ck_assert(chown(list, 65534, 65534) == 0);
+        rc = run_host("own.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--plugin-sha256",
+                      list, NULL);
+        ck_assert_msg(rc == 3 && strstr(g_out, "owned by uid 65534"), "exit %d:\n%s", rc, g_out);
+        ck_assert(chown(list, 0, 0) == 0);
+    }
+    rc = run_host("ok.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--plugin-sha256", list,
+                  NULL);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_out);
+    tst_scratch_done();
+}
+END_TEST
+
 START_TEST(test_security_digest_allow_list)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
@@ -855,6 +965,53 @@ END_TEST
 
 /* Vetting by fork + exec of auxtrunk-host (what a process holding a CUDA
  * context uses): the same verdicts as the plain fork. */
+/* Item 5: a first plugin that crashed in its entry gave exit 139 with no
+ * message, and one whose init hung hung the trainer. The first load is now
+ * vetted like a candidate, in every mode: a clear refusal, exit code 3,
+ * within --swap-timeout. */
+START_TEST(test_first_load_vetted)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    int rc = run_host("entry.log", "train", "--plugin-dir", FX_DIR "/crash_entry", TASK, NULL);
+    ck_assert_msg(rc == 3, "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "crashed during loading") && strstr(g_out, "signal 11"), "%s",
+                  g_out);
+    rc = run_host("init.log", "train", "--plugin-dir", FX_DIR "/crash_init", TASK, NULL);
+    ck_assert_msg(rc == 3 && strstr(g_out, "crashed during init"), "exit %d:\n%s", rc, g_out);
+    double t0 = ath_now_s();
+    rc = run_host("hang.log", "train", "--plugin-dir", FX_DIR "/hang_init", TASK,
+                  "--watch-plugin-dir", "--swap-timeout", "1", NULL);
+    double took = ath_now_s() - t0;
+    ck_assert_msg(rc == 3 && strstr(g_out, "hung during init"), "exit %d:\n%s", rc, g_out);
+    ck_assert_msg(took < 20, "a hung first plugin held the trainer %.1f s", took);
+    rc = run_host("canary.log", "train", "--plugin-dir", FX_DIR "/nan_out", TASK, NULL);
+    ck_assert_msg(rc == 3 && strstr(g_out, "never allowed"), "exit %d:\n%s", rc, g_out);
+    tst_scratch_done();
+}
+END_TEST
+
+/* Item 5: a FIFO renamed onto the watched plugin blocked the trainer in
+ * open(). Now it is refused as not a regular file and training goes on. */
+START_TEST(test_fifo_renamed_onto_watched_plugin)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    api_t a;
+    char fifo[4400], file[4400];
+    char *dir = watched_dir(&a, file, sizeof file);
+    snprintf(fifo, sizeof fifo, "%s/.fifo", dir);
+    ck_assert(mkfifo(fifo, 0644) == 0);
+    ck_assert(rename(fifo, file) == 0);
+    api_wait_taken(&a, 1);
+    char *log = api_log(&a);
+    ck_assert_msg(ath_swap_stats(a.s).refused == 1 && strstr(log, "FIFO"), "%s", log);
+    ck_assert_str_eq(live_name(&a), "cpu-ref");
+    api_live_works(&a);
+    free(log);
+    api_close(&a);
+    tst_scratch_done();
+}
+END_TEST
+
 START_TEST(test_refuse_exec_vetting)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
@@ -1095,6 +1252,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_refuse_every_bad_file);
     tcase_add_test(tc, test_refuse_exec_vetting);
+    tcase_add_test(tc, test_first_load_vetted);
+    tcase_add_test(tc, test_fifo_renamed_onto_watched_plugin);
     srunner_add_suite(sr, suite_of("refuse", tc));
 
     tc = tcase_create("rollback");
@@ -1103,6 +1262,7 @@ int main(void)
     tcase_add_test(tc, test_rollback_on_nan_loss);
     tcase_add_test(tc, test_rolled_back_file_refused_again);
     tcase_add_test(tc, test_no_rollback_after_probation);
+    tcase_add_test(tc, test_every_rolled_back_digest_refused);
     srunner_add_suite(sr, suite_of("rollback", tc));
 
     tc = tcase_create("watch");
@@ -1111,12 +1271,15 @@ int main(void)
     tcase_add_test(tc, test_watch_inotify_copy_over);
     tcase_add_test(tc, test_watch_polling);
     tcase_add_test(tc, test_sighup_swaps_on_demand);
+    tcase_add_test(tc, test_watch_dir_renamed_away);
+    tcase_add_test(tc, test_watch_dir_deleted);
     srunner_add_suite(sr, suite_of("watch", tc));
 
     tc = tcase_create("security");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_security_modes);
     tcase_add_test(tc, test_security_digest_allow_list);
+    tcase_add_test(tc, test_allow_list_permissions);
     srunner_add_suite(sr, suite_of("security", tc));
 
     tc = tcase_create("supervise");

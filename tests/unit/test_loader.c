@@ -373,6 +373,9 @@ START_TEST(test_status_names)
     ck_assert_str_eq(auxtrunk_load_status_name(AUXTRUNK_LOAD_E_PERMISSIONS), "permissions");
     ck_assert_str_eq(auxtrunk_load_status_name(AUXTRUNK_LOAD_E_BAD_TABLE), "broken-table");
     ck_assert_str_eq(auxtrunk_load_status_name(5), "unknown");
+    ck_assert_str_eq(auxtrunk_load_status_message(AUXTRUNK_LOAD_E_NO_ENTRY),
+                     "the file has no auxtrunk_plugin_entry symbol");
+    ck_assert_str_eq(auxtrunk_load_status_message(-8), "unknown loader status");
 }
 END_TEST
 

@@ -32,6 +32,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "trunk_v3_sync.cuh"
+
+using namespace v3sync;
+
 #define CK(call)                                                                              \
     do {                                                                                      \
         cudaError_t e_ = (call);                                                              \
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(1024) smem_kernel(int distinct, unsigned long 
         for (int u = 0; u < SMEM_UNROLL; u++) {
             /* Each unrolled load reads a different 512-byte row; volatile,
              * so that ptxas neither merges nor hoists them out of the loop
-             * (without it the loads left the loop: 3.7 "loads" per clock). */
+             * (plain loads left it: docs/floors-h200.md). */
             const unsigned a = base + (unsigned)(u * 512);
             if constexpr (W == 4) {
                 unsigned v;
@@ -154,58 +158,10 @@ static void run_smem()
 
 /* ----------------------------------------------------------------- dsmem -- */
 
-__device__ __forceinline__ unsigned smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ unsigned cluster_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ unsigned cluster_size()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ unsigned mapa(unsigned addr, unsigned rank)
-{
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
 __device__ __forceinline__ void cluster_sync()
 {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "W: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra W;\n"
-                 "}" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void st_async4(unsigned raddr, float4 v, unsigned rbar)
-{
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
-                 "{%1, %2, %3, %4}, [%5];" ::"r"(raddr),
-                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rbar)
-                 : "memory");
+    cluster_arrive();
+    cluster_wait();
 }
 
 /* One layer exchange: every block of the cluster owns `slice` floats and
@@ -219,21 +175,20 @@ __global__ void __launch_bounds__(128) exchange_kernel(int mode, int slice,
     extern __shared__ __align__(16) float buf[];
     __shared__ __align__(8) unsigned long long bar;
     const unsigned cl = cluster_size(), rank = cluster_rank();
-    const unsigned b = smem_addr(&bar);
+    const unsigned b = smem_u32(&bar);
     if (threadIdx.x == 0) {
         mbar_init(b, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         mbar_expect_tx(b, cl * slice * 4u);
     }
     cluster_sync(); /* every barrier initialised before anyone pushes */
     const long long t0 = clock64();
-    const unsigned mine = smem_addr(buf + rank * slice);
+    const unsigned mine = smem_u32(buf + rank * slice);
     for (int i = 4 * threadIdx.x; i < slice; i += 4 * blockDim.x) {
         const float4 v = make_float4(rank, i, 1.0f, 2.0f);
         for (unsigned p = 0; p < cl; p++) {
-            const unsigned dst = mapa(mine + 4u * i, p);
+            const unsigned dst = peer(mine + 4u * i, p);
             if (mode == 0)
-                st_async4(dst, v, mapa(b, p));
+                push16(dst, v, peer(b, p));
             else
                 asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(dst),
                              "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
@@ -259,26 +214,25 @@ __global__ void __launch_bounds__(32) pingpong_kernel(int iters, unsigned long l
     __shared__ __align__(16) float slot[4];
     __shared__ __align__(8) unsigned long long bar;
     const unsigned rank = cluster_rank();
-    const unsigned b = smem_addr(&bar);
+    const unsigned b = smem_u32(&bar);
     if (threadIdx.x == 0) {
         mbar_init(b, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     cluster_sync();
     if (threadIdx.x == 0 && rank < 2) {
         const unsigned other = rank ^ 1u;
-        const unsigned dst = mapa(smem_addr(slot), other), rb = mapa(b, other);
+        const unsigned dst = peer(smem_u32(slot), other), rb = peer(b, other);
         const long long t0 = clock64();
         for (int i = 0; i < iters; i++) {
             const unsigned parity = (unsigned)i & 1u;
             if (rank == 0) {
                 mbar_expect_tx(b, 16);
-                st_async4(dst, make_float4(i, 0, 0, 0), rb);
+                push16(dst, make_float4(i, 0, 0, 0), rb);
                 mbar_wait(b, parity);
             } else {
                 mbar_expect_tx(b, 16);
                 mbar_wait(b, parity);
-                st_async4(dst, make_float4(i, 0, 0, 0), rb);
+                push16(dst, make_float4(i, 0, 0, 0), rb);
             }
         }
         const long long t1 = clock64();
@@ -376,17 +330,6 @@ static void run_dsmem()
 }
 
 /* ----------------------------------------------------------------- flags -- */
-
-__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
-{
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 
 /* Blocks 0 and 1 (on different SMs: each takes most of an SM's shared
  * memory) bounce a counter through two flags. */

@@ -1,0 +1,121 @@
+/*
+ * trunk_v3_sync.cuh — the sm_90 instructions cuda-v3 communicates with, as
+ * small device functions: cluster ranks and barriers, distributed shared
+ * memory addresses (mapa), mbarriers with transaction counts, st.async
+ * pushes completing on a peer's mbarrier, and release/acquire flags in
+ * global memory. Used by trunk_v3.cu and by the floors program that measures
+ * their costs (tests/cuda/floors/floors.cu), so both run the same
+ * instructions. None of them is an atomic read-modify-write on memory.
+ */
+#ifndef AUXTRUNK_TRUNK_V3_SYNC_CUH
+#define AUXTRUNK_TRUNK_V3_SYNC_CUH
+
+#include <cuda_runtime.h>
+
+namespace v3sync {
+
+__device__ __forceinline__ unsigned smem_u32(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ unsigned cluster_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ unsigned cluster_size()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+
+/* The same shared-memory address in block `rank` of the cluster. */
+__device__ __forceinline__ unsigned peer(unsigned addr, unsigned rank)
+{
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+
+/* Cluster barrier halves. A relaxed arrive only says "this block has got
+ * this far" (with fence.mbarrier_init before it: "my mbarriers are
+ * initialised"); a release arrive also publishes this block's writes; the
+ * wait acquires. */
+__device__ __forceinline__ void cluster_arrive_relaxed()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* An mbarrier of `count` arrivals, visible to the cluster once a cluster
+ * barrier follows. */
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+/* One arrival that also expects `bytes` more of st.async data this phase. */
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+/* Waits until the phase of the given parity of a local mbarrier completes;
+ * data pushed into this block for it is then visible. */
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT;\n"
+                 "}" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* 16 or 4 bytes into a peer's shared memory (dst from peer()), counted on
+ * the peer's mbarrier (bar from peer()). */
+__device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
+                 "{%1, %2, %3, %4}, [%5];" ::"r"(dst),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void push4(unsigned dst, float v, unsigned bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+                     dst),
+                 "f"(v), "r"(bar)
+                 : "memory");
+}
+
+/* A flag in global memory: release store by the writer, acquire load by
+ * the reader (GPU scope). */
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+} /* namespace v3sync */
+
+#endif /* AUXTRUNK_TRUNK_V3_SYNC_CUH */
