@@ -230,11 +230,14 @@ static void pack(float *restrict dst, size_t depth, size_t r0, const float *rest
     for (int32_t b = 0; b < nblk; b++) {
         float *restrict blk = dst + ((size_t)b * depth + r0) * (size_t)w;
         const int32_t n = min_i32(w, count - b * w);
-        for (int32_t i = 0; i < w; i++) {
+        for (int32_t i = 0; i < n; i++) {
             const float *restrict si = src + (size_t)(b * w + i) * s_idx;
             for (int32_t r = 0; r < nrows; r++)
-                blk[(size_t)r * w + i] = i < n ? si[(size_t)r * s_dep] : 0.0f;
+                blk[(size_t)r * w + i] = si[(size_t)r * s_dep];
         }
+        for (int32_t i = n; i < w; i++)
+            for (int32_t r = 0; r < nrows; r++)
+                blk[(size_t)r * w + i] = 0.0f;
     }
 }
 
