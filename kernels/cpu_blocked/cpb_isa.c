@@ -52,13 +52,13 @@ static inline __attribute__((always_inline)) void elu_grad_body(float *restrict 
 #define S_NR 8
 
 static void tile_scalar(int32_t depth, const float *restrict a, const float *restrict b,
-                        const float *restrict init, float *restrict t, size_t ldc)
+                        size_t ldb, const float *restrict init, float *restrict t, size_t ldc)
 {
     float c[S_MR][S_NR];
     for (int i = 0; i < S_MR; i++)
         for (int j = 0; j < S_NR; j++)
             c[i][j] = init ? init[j] : 0.0f;
-    for (int32_t r = 0; r < depth; r++, a += S_MR, b += S_NR)
+    for (int32_t r = 0; r < depth; r++, a += S_MR, b += ldb)
         for (int i = 0; i < S_MR; i++)
             for (int j = 0; j < S_NR; j++)
                 c[i][j] = fmaf(a[i], b[j], c[i][j]);
@@ -79,7 +79,8 @@ static void elu_grad_scalar(float *d, const float *y, size_t n) { elu_grad_body(
 #define TARGET_AVX2 __attribute__((target("avx2,fma")))
 
 TARGET_AVX2 static void tile_avx2(int32_t depth, const float *restrict a, const float *restrict b,
-                                  const float *restrict init, float *restrict t, size_t ldc)
+                                  size_t ldb, const float *restrict init, float *restrict t,
+                                  size_t ldc)
 {
     const __m256 i0 = init ? _mm256_loadu_ps(init) : _mm256_setzero_ps();
     const __m256 i1 = init ? _mm256_loadu_ps(init + 8) : _mm256_setzero_ps();
@@ -89,7 +90,7 @@ TARGET_AVX2 static void tile_avx2(int32_t depth, const float *restrict a, const 
         c0[i] = i0;
         c1[i] = i1;
     }
-    for (int32_t r = 0; r < depth; r++, a += A2_MR, b += A2_NR) {
+    for (int32_t r = 0; r < depth; r++, a += A2_MR, b += ldb) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < A2_MR; i++) {
@@ -122,8 +123,8 @@ TARGET_AVX2 static void elu_grad_avx2(float *d, const float *y, size_t n)
 #define TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 TARGET_AVX512 static void tile_avx512(int32_t depth, const float *restrict a,
-                                      const float *restrict b, const float *restrict init,
-                                      float *restrict t, size_t ldc)
+                                      const float *restrict b, size_t ldb,
+                                      const float *restrict init, float *restrict t, size_t ldc)
 {
     const __m512 i0 = init ? _mm512_loadu_ps(init) : _mm512_setzero_ps();
     const __m512 i1 = init ? _mm512_loadu_ps(init + 16) : _mm512_setzero_ps();
@@ -133,7 +134,7 @@ TARGET_AVX512 static void tile_avx512(int32_t depth, const float *restrict a,
         c0[i] = i0;
         c1[i] = i1;
     }
-    for (int32_t r = 0; r < depth; r++, a += A5_MR, b += A5_NR) {
+    for (int32_t r = 0; r < depth; r++, a += A5_MR, b += ldb) {
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 8
         for (int i = 0; i < A5_MR; i++) {

@@ -23,11 +23,12 @@ typedef struct cpb_ops {
     const char *name;
     int32_t mr, nr; /* register tile: MR rows x NR columns */
     /* c[i*ldc + j] (i < MR, j < NR) = init[j] (0.0f when init is NULL), then
-     * for r = 0 .. depth-1 ascending  c = fmaf(a[r*MR + i], b[r*NR + j], c).
-     * a, b packed as above; init NR floats; the whole MR x NR block of c is
-     * written. */
-    void (*tile)(int32_t depth, const float *a, const float *b, const float *init, float *c,
-                 size_t ldc);
+     * for r = 0 .. depth-1 ascending  c = fmaf(a[r*MR + i], b[r*ldb + j], c).
+     * a packed as above; b a packed panel (ldb = NR) or NR columns of a
+     * row-major matrix read in place; init NR floats; the whole MR x NR
+     * block of c is written. */
+    void (*tile)(int32_t depth, const float *a, const float *b, size_t ldb, const float *init,
+                 float *c, size_t ldc);
     /* y[i] = auxtrunk_canon_elu(y[i]) for i < n. */
     void (*elu)(float *y, size_t n);
     /* d[i] = auxtrunk_canon_elu_grad(d[i], y[i]) for i < n. */

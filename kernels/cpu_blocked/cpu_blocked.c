@@ -241,23 +241,38 @@ static void pack(float *restrict dst, size_t depth, size_t r0, const float *rest
     }
 }
 
+/* The B operand of a product with N columns: whole column panels read in
+ * place from a row-major matrix (w, or packed when w is NULL) and the last,
+ * partial panel packed and zero-padded (so no read passes the matrix end);
+ * likewise the chains' start values (bias: in place, padded; or none). */
+typedef struct operand_b {
+    const float *w;      /* [depth, N] row-major, or NULL: every panel packed */
+    const float *panels; /* packed panels [panel][depth][NR] */
+    const float *bias;   /* [N] or NULL */
+    const float *padded; /* bias padded to whole panels */
+} operand_b_t;
+
 /* One row tile of a product with N columns: y [rows, N] (row stride N) from
- * the packed A tile `a` and the B panels `b`, each chain started at init
- * (padded to whole panels) or at 0.0f when init is NULL. Whole tiles are
- * stored in place, edge tiles through `tile`. */
-static void rows_product(const cpb_trunk_t *t, const float *a, int32_t depth, const float *b,
-                         const float *init, int32_t N, int32_t rows, float *y, float *tile)
+ * the packed A tile `a` and operand b, each chain started at its bias or at
+ * 0.0f. Whole tiles are stored in place, edge tiles through `tile`. */
+static void rows_product(const cpb_trunk_t *t, const float *a, int32_t depth,
+                         const operand_b_t *b, int32_t N, int32_t rows, float *y, float *tile)
 {
     const int32_t nr = t->nr;
     for (int32_t p = 0; p * nr < N; p++) {
-        const float *bp = b + (size_t)p * depth * nr, *ip = init ? init + (size_t)p * nr : NULL;
         const int32_t cols = min_i32(nr, N - p * nr);
+        const int whole = b->w && cols == nr;
+        const float *bp = whole ? b->w + (size_t)p * nr : b->panels + (size_t)p * depth * nr;
+        const size_t ldb = whole ? (size_t)N : (size_t)nr;
+        const float *ip = !b->bias ? NULL
+                          : whole  ? b->bias + (size_t)p * nr
+                                   : b->padded + (size_t)p * nr;
         float *yp = y + (size_t)p * nr;
         if (rows == t->mr && cols == nr) {
-            t->ops->tile(depth, a, bp, ip, yp, (size_t)N);
+            t->ops->tile(depth, a, bp, ldb, ip, yp, (size_t)N);
             continue;
         }
-        t->ops->tile(depth, a, bp, ip, tile, (size_t)nr);
+        t->ops->tile(depth, a, bp, ldb, ip, tile, (size_t)nr);
         for (int32_t i = 0; i < rows; i++)
             for (int32_t j = 0; j < cols; j++)
                 yp[(size_t)i * N + j] = tile[(size_t)i * nr + j];
@@ -276,25 +291,30 @@ typedef struct fwd_call {
     float *out;
 } fwd_call_t;
 
-/* Task i of the packing phase: panel i of W1, W2, W3 in turn, with its bias. */
+/* Task i of the packing phase: the partial last panel (and bias) of each
+ * layer whose width is not a multiple of NR; whole panels are read in place. */
 static void fwd_pack_task(void *ctx, int32_t i, int32_t thread)
 {
     (void)thread;
     const fwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
-    const int32_t nr = t->nr, n1 = blocks(d.h1, nr), n2 = blocks(d.h2, nr);
-    const float *w, *bias;
-    float *wp, *bp;
-    int32_t K, N, p;
-    if (i < n1) {
-        w = c->p->w1, bias = c->p->b1, wp = t->wp1, bp = t->bp1, K = d.enc, N = d.h1, p = i;
-    } else if (i < n1 + n2) {
-        w = c->p->w2, bias = c->p->b2, wp = t->wp2, bp = t->bp2, K = d.h1, N = d.h2, p = i - n1;
-    } else {
-        w = c->p->w3, bias = c->p->b3, wp = t->wp3, bp = t->bp3, K = d.h2, N = d.aux,
-        p = i - n1 - n2;
+    const int32_t nr = t->nr;
+    const float *w = NULL, *bias = NULL;
+    float *wp = NULL, *bp = NULL;
+    int32_t K = 0, N = 0;
+    const int32_t widths[3] = {d.h1, d.h2, d.aux};
+    for (int32_t l = 0, seen = 0; l < 3; l++) {
+        if (widths[l] % nr == 0 || seen++ != i)
+            continue;
+        if (l == 0)
+            w = c->p->w1, bias = c->p->b1, wp = t->wp1, bp = t->bp1, K = d.enc, N = d.h1;
+        else if (l == 1)
+            w = c->p->w2, bias = c->p->b2, wp = t->wp2, bp = t->bp2, K = d.h1, N = d.h2;
+        else
+            w = c->p->w3, bias = c->p->b3, wp = t->wp3, bp = t->bp3, K = d.h2, N = d.aux;
     }
+    const int32_t p = N / nr;
     const int32_t n0 = p * nr, cols = min_i32(nr, N - n0);
     /* B(r = k, j = n) = W[k, n] */
     pack(wp + (size_t)p * K * nr, (size_t)K, 0, w + n0, cols, K, nr, 1, (size_t)N);
@@ -314,22 +334,24 @@ static void fwd_rows_task(void *ctx, int32_t i, int32_t thread)
 
     /* A(i, r = k) = act[i, k] */
     pack(s->a, (size_t)d.enc, 0, c->x + (size_t)b0 * d.enc, rows, d.enc, t->mr, (size_t)d.enc, 1);
-    rows_product(t, s->a, d.enc, t->wp1, t->bp1, d.h1, rows, y1, s->tile);
+    const operand_b_t b1 = {c->p->w1, t->wp1, c->p->b1, t->bp1};
+    const operand_b_t b2 = {c->p->w2, t->wp2, c->p->b2, t->bp2};
+    const operand_b_t b3 = {c->p->w3, t->wp3, c->p->b3, t->bp3};
+    rows_product(t, s->a, d.enc, &b1, d.h1, rows, y1, s->tile);
     t->ops->elu(y1, (size_t)rows * d.h1);
     pack(s->a, (size_t)d.h1, 0, y1, rows, d.h1, t->mr, (size_t)d.h1, 1);
-    rows_product(t, s->a, d.h1, t->wp2, t->bp2, d.h2, rows, y2, s->tile);
+    rows_product(t, s->a, d.h1, &b2, d.h2, rows, y2, s->tile);
     t->ops->elu(y2, (size_t)rows * d.h2);
     pack(s->a, (size_t)d.h2, 0, y2, rows, d.h2, t->mr, (size_t)d.h2, 1);
-    rows_product(t, s->a, d.h2, t->wp3, t->bp3, d.aux, rows, c->out + (size_t)b0 * d.aux,
-                 s->tile);
+    rows_product(t, s->a, d.h2, &b3, d.aux, rows, c->out + (size_t)b0 * d.aux, s->tile);
 }
 
 static void run_forward(fwd_call_t *c)
 {
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
-    const int32_t panels = blocks(d.h1, t->nr) + blocks(d.h2, t->nr) + blocks(d.aux, t->nr);
-    cpb_pool_run(t->pool, panels, fwd_pack_task, c);
+    const int32_t partial = (d.h1 % t->nr != 0) + (d.h2 % t->nr != 0) + (d.aux % t->nr != 0);
+    cpb_pool_run(t->pool, partial, fwd_pack_task, c);
     cpb_pool_run(t->pool, blocks(c->batch, t->mr), fwd_rows_task, c);
 }
 
@@ -393,10 +415,11 @@ static void bwd_rows_task(void *ctx, int32_t i, int32_t thread)
 
     /* Section 2: dh2_pre from dout and W3, dh1_pre from dh2_pre and W2. */
     pack(s->a, (size_t)d.aux, 0, dout, rows, d.aux, t->mr, (size_t)d.aux, 1);
-    rows_product(t, s->a, d.aux, t->wt3, NULL, d.h2, rows, dh2, s->tile);
+    const operand_b_t wt3 = {NULL, t->wt3, NULL, NULL}, wt2 = {NULL, t->wt2, NULL, NULL};
+    rows_product(t, s->a, d.aux, &wt3, d.h2, rows, dh2, s->tile);
     t->ops->elu_grad(dh2, h2, (size_t)rows * d.h2);
     pack(s->a, (size_t)d.h2, 0, dh2, rows, d.h2, t->mr, (size_t)d.h2, 1);
-    rows_product(t, s->a, d.h2, t->wt2, NULL, d.h1, rows, dh1, s->tile);
+    rows_product(t, s->a, d.h2, &wt2, d.h1, rows, dh1, s->tile);
     t->ops->elu_grad(dh1, h1, (size_t)rows * d.h1);
 
     /* This tile's depth steps [lb, lb + rows) of the chunk's dW operands:
@@ -482,10 +505,10 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
         const int32_t kr = min_i32(mr, r.K - k0);
         float *o = dw + (size_t)k0 * r.N + r.c0;
         if (!add && kr == mr && r.cols == nr) {
-            t->ops->tile(c->rows, ak, panel, NULL, o, (size_t)r.N);
+            t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)r.N);
             continue;
         }
-        t->ops->tile(c->rows, ak, panel, NULL, s->tile, (size_t)nr);
+        t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
         for (int32_t k = 0; k < kr; k++)
             for (int32_t j = 0; j < r.cols; j++) {
                 const float v = s->tile[(size_t)k * nr + j];
