@@ -13,13 +13,14 @@
  *   weight grad (3)    inputs k    outputs n   chunk samples b    a^T, g
  *
  * Operands are packed (A into tiles [depth][MR], B into panels [depth][NR])
- * so that the tile kernel reads both as contiguous streams; packing moves
- * floats and never changes one.
+ * so that the tile kernel reads both as contiguous streams, except the
+ * forward's weights, whose whole panels are rows of W read in place; packing
+ * moves floats and never changes one.
  *
  * Phases (each a cpb_pool_run; tasks of a phase write disjoint outputs):
- *   forward   pack W1..W3 and the biases (one task per panel); then one task
- *             per row tile runs its MR samples through all three layers
- *             (rows are independent in section 1).
+ *   forward   pack the partial last panel of W1..W3 and its bias, if any;
+ *             then one task per row tile runs its MR samples through all
+ *             three layers (rows are independent in section 1).
  *   backward  pack W3^T, W2^T; then per chunk of C samples:
  *             rows    one task per row tile: dh2_pre and dh1_pre of its
  *                     samples (section 2), and its samples' share of the
