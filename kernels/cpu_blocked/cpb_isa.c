@@ -51,8 +51,8 @@ static inline __attribute__((always_inline)) void elu_grad_body(float *restrict 
 #define S_MR 4
 #define S_NR 8
 
-static void tile_scalar(int32_t depth, const float *restrict a, const float *restrict b,
-                        size_t ldb, const float *restrict init, float *restrict t, size_t ldc)
+static void tile_scalar(int32_t depth, const float *restrict a, const float *restrict b, size_t ldb,
+                        const float *restrict init, float *restrict t, size_t ldc)
 {
     float c[S_MR][S_NR];
     for (int i = 0; i < S_MR; i++)
@@ -160,7 +160,7 @@ TARGET_AVX512 static void elu_grad_avx512(float *d, const float *y, size_t n)
 /* ------------------------------------------------------------------------- */
 /* Selection                                                                 */
 
-static const cpb_ops_t ops_scalar = {CPB_ISA_SCALAR, "scalar", S_MR,           S_NR,
+static const cpb_ops_t ops_scalar = {CPB_ISA_SCALAR, "scalar",   S_MR,           S_NR,
                                      tile_scalar,    elu_scalar, elu_grad_scalar};
 #ifdef CPB_X86
 static const cpb_ops_t ops_avx2 = {CPB_ISA_AVX2, "avx2",   A2_MR,        A2_NR,

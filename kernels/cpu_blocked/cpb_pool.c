@@ -58,8 +58,8 @@ struct cpb_pool {
     int spin;        /* polls before sleeping: SPIN_POLLS or 0 */
 
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* a new phase, or stop */
-    pthread_cond_t idle; /* done reached ntasks */
+    pthread_cond_t wake;   /* a new phase, or stop */
+    pthread_cond_t idle;   /* done reached ntasks */
     _Atomic uint64_t word; /* the phase: generation, ntasks, next */
     atomic_int done;       /* tasks of the phase finished */
     atomic_int stop;

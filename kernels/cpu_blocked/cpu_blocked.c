@@ -75,7 +75,7 @@ struct cpb_trunk {
     int32_t levels; /* tree stack depth for max_batch; 0 when one chunk */
     const cpb_ops_t *ops;
     cpb_pool_t *pool;
-    size_t set;     /* floats of one partial set: the flat parameter layout of
+    size_t set; /* floats of one partial set: the flat parameter layout of
                        abi/auxtrunk.h (AUXTRUNK_*_OFFSET) */
     size_t bytes;
     float *mem; /* every buffer below */
@@ -87,7 +87,7 @@ struct cpb_trunk {
     /* one chunk's dW operands: B panels of dout, dh2_pre, dh1_pre and A
      * tiles of h2, h1, x, each with depth cr (the chunk's samples) */
     float *g3, *g2, *g1, *a3, *a2, *a1;
-    float *stack; /* [levels][set] pending tree nodes */
+    float *stack;       /* [levels][set] pending tree nodes */
     scratch_t *scratch; /* one per thread */
 };
 
@@ -110,11 +110,11 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
 {
     const atk_dims_t d = t->d;
     size_t at = 0;
-#define TAKE(ptr, n)                                                                               \
-    do {                                                                                           \
-        if (mem)                                                                                   \
-            (ptr) = mem + at;                                                                      \
-        at += round_up(n);                                                                         \
+#define TAKE(ptr, n)          \
+    do {                      \
+        if (mem)              \
+            (ptr) = mem + at; \
+        at += round_up(n);    \
     } while (0)
     TAKE(t->wp1, panel_floats(t, d.h1, d.enc));
     TAKE(t->wp2, panel_floats(t, d.h2, d.h1));
@@ -256,8 +256,8 @@ typedef struct operand_b {
 /* One row tile of a product with N columns: y [rows, N] (row stride N) from
  * the packed A tile `a` and operand b, each chain started at its bias or at
  * 0.0f. Whole tiles are stored in place, edge tiles through `tile`. */
-static void rows_product(const cpb_trunk_t *t, const float *a, int32_t depth,
-                         const operand_b_t *b, int32_t N, int32_t rows, float *y, float *tile)
+static void rows_product(const cpb_trunk_t *t, const float *a, int32_t depth, const operand_b_t *b,
+                         int32_t N, int32_t rows, float *y, float *tile)
 {
     const int32_t nr = t->nr;
     for (int32_t p = 0; p * nr < N; p++) {
@@ -378,9 +378,9 @@ typedef struct bwd_call {
     const float *x, *h1, *h2, *dout;
     const atk_grads_t *g;
     int accumulate;
-    int32_t nc;         /* chunks of the batch */
-    int32_t chunk;      /* the chunk of the current rows/grads phases */
-    int32_t b0, rows;   /* its first sample and its samples */
+    int32_t nc;       /* chunks of the batch */
+    int32_t chunk;    /* the chunk of the current rows/grads phases */
+    int32_t b0, rows; /* its first sample and its samples */
 } bwd_call_t;
 
 /* Task i of the first phase: panel i of W3^T, then of W2^T. */

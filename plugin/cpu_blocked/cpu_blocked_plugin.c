@@ -101,7 +101,8 @@ static const atp_host_stateful_t stateful = {
 
 const atp_host_kernels_t atp_host_plugin_kernels = {
     .impl_name = "cpu-blocked",
-    .kernel_version = "cpu-blocked " AUXTRUNK_KERNEL_VERSION " (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version =
+        "cpu-blocked " AUXTRUNK_KERNEL_VERSION " (canon " CPB_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT,
     .stateful = &stateful,
 };

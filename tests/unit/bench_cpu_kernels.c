@@ -61,26 +61,27 @@ typedef struct timing {
 } timing_t;
 
 /* Medians over reps of forward, backward and forward + backward. */
-#define TIME_STEPS(reps, t, FWD, BWD)                                                             \
-    do {                                                                                           \
-        double *tf = malloc(3 * (size_t)(reps) * sizeof *tf), *tb = tf + (reps), *ts = tb + (reps); \
-        for (int k = -(reps) / 10 - 2; k < (reps); k++) {                                          \
-            double t0 = now_us();                                                                  \
-            FWD;                                                                                   \
-            double t1 = now_us();                                                                  \
-            BWD;                                                                                   \
-            double t2 = now_us();                                                                  \
-            if (k >= 0) {                                                                          \
-                tf[k] = t1 - t0;                                                                   \
-                tb[k] = t2 - t1;                                                                   \
-                ts[k] = t2 - t0;                                                                   \
-            }                                                                                      \
-        }                                                                                          \
-        qsort(tf, (size_t)(reps), sizeof *tf, cmp_double);                                         \
-        qsort(tb, (size_t)(reps), sizeof *tb, cmp_double);                                         \
-        qsort(ts, (size_t)(reps), sizeof *ts, cmp_double);                                         \
-        (t) = (timing_t){tf[(reps) / 2], tb[(reps) / 2], ts[(reps) / 2]};                          \
-        free(tf);                                                                                  \
+#define TIME_STEPS(reps, t, FWD, BWD)                                            \
+    do {                                                                         \
+        double *tf = malloc(3 * (size_t)(reps) * sizeof *tf), *tb = tf + (reps), \
+               *ts = tb + (reps);                                                \
+        for (int k = -(reps) / 10 - 2; k < (reps); k++) {                        \
+            double t0 = now_us();                                                \
+            FWD;                                                                 \
+            double t1 = now_us();                                                \
+            BWD;                                                                 \
+            double t2 = now_us();                                                \
+            if (k >= 0) {                                                        \
+                tf[k] = t1 - t0;                                                 \
+                tb[k] = t2 - t1;                                                 \
+                ts[k] = t2 - t0;                                                 \
+            }                                                                    \
+        }                                                                        \
+        qsort(tf, (size_t)(reps), sizeof *tf, cmp_double);                       \
+        qsort(tb, (size_t)(reps), sizeof *tb, cmp_double);                       \
+        qsort(ts, (size_t)(reps), sizeof *ts, cmp_double);                       \
+        (t) = (timing_t){tf[(reps) / 2], tb[(reps) / 2], ts[(reps) / 2]};        \
+        free(tf);                                                                \
     } while (0)
 
 int main(int argc, char **argv)
@@ -102,8 +103,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         } else if (!strcmp(a, "--isa") && i + 1 < argc) {
             const char *v = argv[++i];
-            isa = !strcmp(v, "scalar") ? CPB_ISA_SCALAR
-                  : !strcmp(v, "avx2") ? CPB_ISA_AVX2
+            isa = !strcmp(v, "scalar")   ? CPB_ISA_SCALAR
+                  : !strcmp(v, "avx2")   ? CPB_ISA_AVX2
                   : !strcmp(v, "avx512") ? CPB_ISA_AVX512
                                          : (cpb_isa_t)-1;
             if (isa == (cpb_isa_t)-1) {
@@ -140,8 +141,9 @@ int main(int argc, char **argv)
     atk_params_t p = {randoms(&r, 256 * 256, 0.1f), randoms(&r, 256, 0.1f),
                       randoms(&r, 256 * 256, 0.1f), randoms(&r, 256, 0.1f),
                       randoms(&r, 256 * 128, 0.1f), randoms(&r, 128, 0.1f)};
-    atk_grads_t g = {randoms(&r, 256 * 256, 0), randoms(&r, 256, 0), randoms(&r, 256 * 256, 0),
-                     randoms(&r, 256, 0),       randoms(&r, 256 * 128, 0), randoms(&r, 128, 0)};
+    atk_grads_t g = {randoms(&r, 256 * 256, 0), randoms(&r, 256, 0),
+                     randoms(&r, 256 * 256, 0), randoms(&r, 256, 0),
+                     randoms(&r, 256 * 128, 0), randoms(&r, 128, 0)};
     const cpb_config_t cfg = {.dims = d, .max_batch = max_b, .threads = threads, .isa = isa};
     cpb_trunk_t *t;
     if (cpb_create(&cfg, &t) != CPB_OK) {
@@ -151,11 +153,12 @@ int main(int argc, char **argv)
     }
     printf("cpu-blocked: %s, %d threads; cpu-ref: 1 thread; median of %d\n", cpb_isa_name(t),
            cpb_threads(t), reps);
-    printf("%8s %-12s %12s %12s %12s %9s\n", "B", "kernels", "forward_us", "backward_us",
-           "step_us", "GFLOP/s");
+    printf("%8s %-12s %12s %12s %12s %9s\n", "B", "kernels", "forward_us", "backward_us", "step_us",
+           "GFLOP/s");
     for (int i = 0; i < nb; i++) {
         const int B = batches[i];
-        float *x = randoms(&r, (size_t)B * d.enc, 1.0f), *dout = randoms(&r, (size_t)B * d.aux, 1.0f);
+        float *x = randoms(&r, (size_t)B * d.enc, 1.0f),
+              *dout = randoms(&r, (size_t)B * d.aux, 1.0f);
         float *h1 = randoms(&r, (size_t)B * d.h1, 0), *h2 = randoms(&r, (size_t)B * d.h2, 0);
         float *out = randoms(&r, (size_t)B * d.aux, 0);
         float *ws = randoms(&r, cpu_trunk_backward_workspace(d, B), 0);
@@ -167,14 +170,14 @@ int main(int argc, char **argv)
         if (run_ref) {
             TIME_STEPS(reps, tr, cpu_trunk_forward(d, &p, x, B, h1, h2, out),
                        cpu_trunk_backward(d, &p, x, h1, h2, dout, B, &g, 0, ws));
-            printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-ref", tr.fwd, tr.bwd,
-                   tr.step, flops / tr.step * 1e-3);
+            printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-ref", tr.fwd, tr.bwd, tr.step,
+                   flops / tr.step * 1e-3);
         }
         if (run_blocked) {
             TIME_STEPS(reps, tbk, cpb_forward(t, &p, x, B, h1, h2, out),
                        cpb_backward(t, &p, x, h1, h2, dout, B, &g, 0));
-            printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-blocked", tbk.fwd,
-                   tbk.bwd, tbk.step, flops / tbk.step * 1e-3);
+            printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-blocked", tbk.fwd, tbk.bwd,
+                   tbk.step, flops / tbk.step * 1e-3);
         }
         fflush(stdout);
         free(ws);

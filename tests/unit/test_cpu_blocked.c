@@ -81,14 +81,14 @@ enum { NT = 6 }; /* the six parameter tensors, flat-layout order */
 typedef struct problem {
     atk_dims_t d;
     int32_t B;
-    size_t size[NT];   /* elements of W1, b1, W2, b2, W3, b3 */
+    size_t size[NT]; /* elements of W1, b1, W2, b2, W3, b3 */
     float *param[NT];
     float *x, *dout;
-    float *g_old[NT];  /* gradients before an accumulating backward */
+    float *g_old[NT]; /* gradients before an accumulating backward */
     /* reference results */
     float *h1, *h2, *out;
-    float *g[NT];      /* overwrite */
-    float *g_acc[NT];  /* accumulate onto g_old */
+    float *g[NT];     /* overwrite */
+    float *g_acc[NT]; /* accumulate onto g_old */
 } problem_t;
 
 static atk_params_t params_of(const problem_t *pr)
@@ -109,7 +109,7 @@ static void problem_make(problem_t *pr, atk_dims_t d, int32_t B, uint64_t tag)
     memset(pr, 0, sizeof *pr);
     pr->d = d;
     pr->B = B;
-    const size_t sz[NT] = {(size_t)d.enc * d.h1, (size_t)d.h1, (size_t)d.h1 * d.h2,
+    const size_t sz[NT] = {(size_t)d.enc * d.h1, (size_t)d.h1,         (size_t)d.h1 * d.h2,
                            (size_t)d.h2,         (size_t)d.h2 * d.aux, (size_t)d.aux};
     for (int i = 0; i < NT; i++) {
         pr->size[i] = sz[i];
@@ -311,9 +311,8 @@ START_TEST(test_canon32)
     for (int i = 0; i < NT; i++)
         g[i] = alloc_f(pr.size[i]);
     canon32_forward(rd, &rp, pr.x, B, NULL, NULL, out);
-    ck_assert_int_eq(canon32_backward(rd, &rp, pr.x, pr.dout, B, g[0], g[1], g[2], g[3], g[4],
-                                      g[5]),
-                     0);
+    ck_assert_int_eq(
+        canon32_backward(rd, &rp, pr.x, pr.dout, B, g[0], g[1], g[2], g[3], g[4], g[5]), 0);
     /* the reference agrees with canon32 ... */
     assert_bits(pr.out, out, (size_t)B * d.aux, "out", "kernels/cpu vs canon32");
     for (int i = 0; i < NT; i++)
@@ -401,8 +400,8 @@ static const struct {
     const char *env;
     int threads;
 } g_env_cases[] = {
-    {"1", 1}, {"2", 2}, {"3", 3}, {"7", 7}, {NULL, 0}, {"", 0}, {"0", 0}, {"-2", 0}, {"abc", 0},
-    {"4x", 0}, {"100000", 0},
+    {"1", 1}, {"2", 2},  {"3", 3},   {"7", 7},  {NULL, 0},     {"", 0},
+    {"0", 0}, {"-2", 0}, {"abc", 0}, {"4x", 0}, {"100000", 0},
 };
 
 START_TEST(test_plugin_threads)
@@ -420,16 +419,25 @@ START_TEST(test_plugin_threads)
     problem_make(&pr, d, B, 2000 + (uint64_t)_i);
 
     const int before = thread_count_now();
-    const auxtrunk_config_t cfg = {.struct_size = sizeof cfg, .enc = d.enc, .h1 = d.h1,
-                                   .h2 = d.h2, .aux = d.aux, .max_batch = B, .device = -1};
+    const auxtrunk_config_t cfg = {.struct_size = sizeof cfg,
+                                   .enc = d.enc,
+                                   .h1 = d.h1,
+                                   .h2 = d.h2,
+                                   .aux = d.aux,
+                                   .max_batch = B,
+                                   .device = -1};
     auxtrunk_handle_t *h = NULL;
     ck_assert_int_eq(api->init(&cfg, &h), AUXTRUNK_OK);
     ck_assert_msg(thread_count_now() == before + want - 1,
                   "AUXTRUNK_CPU_THREADS=%s: %d threads after init, want %d + %d workers",
                   env ? env : "(unset)", thread_count_now(), before, want - 1);
 
-    const auxtrunk_params_t p = {.struct_size = sizeof p, .w1 = pr.param[0], .b1 = pr.param[1],
-                                 .w2 = pr.param[2], .b2 = pr.param[3], .w3 = pr.param[4],
+    const auxtrunk_params_t p = {.struct_size = sizeof p,
+                                 .w1 = pr.param[0],
+                                 .b1 = pr.param[1],
+                                 .w2 = pr.param[2],
+                                 .b2 = pr.param[3],
+                                 .w3 = pr.param[4],
                                  .b3 = pr.param[5]};
     float *out = alloc_f((size_t)B * d.aux), *g[NT];
     poison(out, (size_t)B * d.aux);
@@ -439,8 +447,13 @@ START_TEST(test_plugin_threads)
         g[i] = alloc_f(pr.size[i]);
         poison(g[i], pr.size[i]);
     }
-    const auxtrunk_grads_t gr = {.struct_size = sizeof gr, .dw1 = g[0], .db1 = g[1],
-                                 .dw2 = g[2], .db2 = g[3], .dw3 = g[4], .db3 = g[5]};
+    const auxtrunk_grads_t gr = {.struct_size = sizeof gr,
+                                 .dw1 = g[0],
+                                 .db1 = g[1],
+                                 .dw2 = g[2],
+                                 .db2 = g[3],
+                                 .dw3 = g[4],
+                                 .db3 = g[5]};
     ck_assert_int_eq(api->backward(h, &p, pr.x, pr.dout, B, &gr, 0, NULL), AUXTRUNK_OK);
     for (int i = 0; i < NT; i++)
         assert_bits(g[i], pr.g[i], pr.size[i], g_names[i], "plugin");
@@ -490,8 +503,13 @@ START_TEST(test_plugin_thread_refused)
 {
     setenv("AUXTRUNK_CPU_THREADS", "4", 1);
     const auxtrunk_api_t *api = plugin_api();
-    const auxtrunk_config_t cfg = {.struct_size = sizeof cfg, .enc = 5, .h1 = 6, .h2 = 7,
-                                   .aux = 3, .max_batch = 9, .device = -1};
+    const auxtrunk_config_t cfg = {.struct_size = sizeof cfg,
+                                   .enc = 5,
+                                   .h1 = 6,
+                                   .h2 = 7,
+                                   .aux = 3,
+                                   .max_batch = 9,
+                                   .device = -1};
     auxtrunk_handle_t *h = NULL;
     const int before = thread_count_now();
     cap_address_space(256);
@@ -508,8 +526,7 @@ static Suite *cpu_blocked_suite(void)
     Suite *s = suite_create("cpu_blocked");
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 240);
-    tcase_add_loop_test(tc, test_kernels_bit_exact, 0,
-                        (int)(sizeof g_cases / sizeof g_cases[0]));
+    tcase_add_loop_test(tc, test_kernels_bit_exact, 0, (int)(sizeof g_cases / sizeof g_cases[0]));
     tcase_add_test(tc, test_auto_is_widest);
     suite_add_tcase(s, tc);
 
