@@ -165,8 +165,9 @@ int ath_default_plugin_dir(char *dir, size_t n, ath_err_t *err)
     char root[ATH_PATH_MAX];
     if (ath_plugins_root(root, sizeof root, err) != 0)
         return -1;
-    int len = snprintf(dir, n, "%s/cpu", root);
+    /* The fastest exact CPU plugin (bit-identical to cpu-ref). */
+    int len = snprintf(dir, n, "%s/cpu-blocked", root);
     if (len < 0 || (size_t)len >= n)
-        return ath_errf(err, "plugin path too long: %s/cpu", root);
+        return ath_errf(err, "plugin path too long: %s/cpu-blocked", root);
     return 0;
 }
