@@ -134,7 +134,8 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
 
 /* The live version failed at `step` (why: the error text). Rolls back to the
  * previous version if it is still held (probation) and returns 0: the caller
- * redoes the step. Returns -1 when there is nothing to roll back to. */
+ * restores its state from the swap and runs the steps since again. Returns
+ * -1 when there is nothing to roll back to. */
 int ath_swap_failed(ath_swap_t *s, uint64_t step, ath_trunk_t *live, const char *why);
 
 /* After `step` completed: ends probation (unloading the previous version)

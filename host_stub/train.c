@@ -16,6 +16,12 @@
  * (a failing version was rolled back; the state is that before the failing
  * step, which is run again), STEP_FAIL or STEP_STOP (SIGINT/SIGTERM).
  *
+ * Probation: from a swap until its window ends, the state at the swap is
+ * kept (a known-good copy, moved forward at each checkpoint), and the loss
+ * rows are held back from the curve and the CSV. A rollback restores that
+ * state and drops the held rows, and the steps since are run again with the
+ * held version: the run continues as if the failing version had never run.
+ *
  * A host engine runs each step to completion, so the host sees every step's
  * verdict at once. A CUDA engine runs ahead: the host syncs (sync_report) only
  * for a progress line, a checkpoint, a swap, a full loss ring, once a second,
@@ -72,6 +78,15 @@ typedef struct run {
     int probe_due;             /* time the next step's phases */
     double enqueue_s, wait_s;  /* host time in the engine's step and sync calls */
     int code;                  /* exit code of a STEP_FAIL */
+    /* Probation (see the top of the file). */
+    int on_probation;
+    uint64_t probation_end;    /* as the swapper's: probation is over after this step */
+    float *good_params, *good_m, *good_v; /* [P] the state at the last commit */
+    ath_scalars_t good_sc;
+    double good_first_loss;
+    uint64_t *held_step;       /* rows not yet in the curve and CSV */
+    double *held_loss;
+    size_t n_held, cap_held;
     ath_err_t err;
 } run_t;
 
@@ -127,6 +142,11 @@ static void run_free(run_t *r)
     free(r->params);
     free(r->m);
     free(r->v);
+    free(r->good_params);
+    free(r->good_m);
+    free(r->good_v);
+    free(r->held_step);
+    free(r->held_loss);
     ath_watchdog_stop();
     signals_restore();
 }
@@ -166,12 +186,74 @@ static int use_engine(run_t *r, const ath_scalars_t *sc)
     return 0;
 }
 
+/* The loss of step s into the curve and the CSV, or held while on
+ * probation. */
+static int put_row(run_t *r, uint64_t s, double loss, ath_err_t *err)
+{
+    if (!r->on_probation)
+        return ath_curve_push(&r->curve, s, loss, err) != 0 ||
+                       (r->csv.f && ath_csv_row(&r->csv, s, loss, err) != 0)
+                   ? -1
+                   : 0;
+    if (r->n_held == r->cap_held) {
+        size_t cap = r->cap_held ? 2 * r->cap_held : 256;
+        uint64_t *st = realloc(r->held_step, cap * sizeof *st);
+        if (st)
+            r->held_step = st;
+        double *lo = st ? realloc(r->held_loss, cap * sizeof *lo) : NULL;
+        if (!lo)
+            return ath_errf(err, "out of host memory");
+        r->held_loss = lo;
+        r->cap_held = cap;
+    }
+    r->held_step[r->n_held] = s;
+    r->held_loss[r->n_held++] = loss;
+    return 0;
+}
+
+/* The held rows become final: the curve and the CSV get them. */
+static int commit_rows(run_t *r, ath_err_t *err)
+{
+    const int was = r->on_probation;
+    r->on_probation = 0;
+    for (size_t i = 0; i < r->n_held; i++)
+        if (put_row(r, r->held_step[i], r->held_loss[i], err) != 0)
+            return -1;
+    r->n_held = 0;
+    r->on_probation = was;
+    return 0;
+}
+
+/* The host copies (just fetched from the engine at a synced boundary)
+ * become the state a rollback returns to. */
+static int keep_good_state(run_t *r, ath_err_t *err)
+{
+    const size_t bytes = r->P * sizeof(float);
+    if (!r->good_params) {
+        r->good_params = malloc(bytes);
+        r->good_m = malloc(bytes);
+        r->good_v = malloc(bytes);
+        if (!r->good_params || !r->good_m || !r->good_v)
+            return ath_errf(err, "out of host memory for the known-good state");
+    }
+    memcpy(r->good_params, r->params, bytes);
+    memcpy(r->good_m, r->m, bytes);
+    memcpy(r->good_v, r->v, bytes);
+    r->good_sc = r->e->sc;
+    r->good_first_loss = r->first_loss;
+    return 0;
+}
+
 static int save_checkpoint(run_t *r, ath_err_t *err)
 {
     const ath_scalars_t *sc = &r->e->sc;
     if (r->e->ops->get(r->e, r->params, r->m, r->v, err) != 0)
         return -1;
-    /* The CSV first: a checkpoint on disk never holds steps the CSV lacks. */
+    /* The CSV first: a checkpoint on disk never holds steps the CSV lacks.
+     * On probation a checkpoint commits: the rows so far are written and
+     * the rollback target moves here. */
+    if (r->on_probation && (commit_rows(r, err) != 0 || keep_good_state(r, err) != 0))
+        return -1;
     if (r->csv.f && ath_csv_flush(&r->csv, err) != 0)
         return -1;
     ath_ckpt_meta_t m = meta_of(r->o, r->ecfg.hp);
@@ -293,14 +375,20 @@ static step_outcome_t recover(run_t *r, uint64_t step)
     for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
         if (r->eng[i])
             r->eng[i]->ops->forget_plugin(r->eng[i]);
-    if (ath_swap_failed(r->swap, step, &r->trunk, r->err.msg) != 0)
+    if (!r->on_probation || ath_swap_failed(r->swap, step, &r->trunk, r->err.msg) != 0)
         return STEP_FAIL;
-    ath_scalars_t sc = r->e->sc;
-    sc.step = step - 1;
-    sc.fault_step = 0;
-    sc.fault_kind = ATH_FAULT_NONE;
-    if (r->e->ops->put(r->e, NULL, NULL, NULL, &sc, &r->err) != 0 || use_engine(r, &sc) != 0)
+    /* Back to the state at the swap (or the last checkpoint since), in the
+     * memory space of the version rolled back to. */
+    ath_space_t space = r->trunk.plugin.space;
+    if (!r->eng[space] && ath_engine_open(space, &r->ecfg, &r->eng[space], &r->err) != 0)
         return STEP_FAIL;
+    r->e = r->eng[space];
+    if (r->e->ops->put(r->e, r->good_params, r->good_m, r->good_v, &r->good_sc, &r->err) != 0)
+        return STEP_FAIL;
+    r->on_probation = 0;
+    r->n_held = 0;
+    r->reported = r->good_sc.step;
+    r->first_loss = r->good_first_loss;
     return STEP_RETRY;
 }
 
@@ -339,8 +427,7 @@ static step_outcome_t sync_report(run_t *r)
         if (s == 1)
             r->first_loss = loss;
         r->last_loss = loss;
-        if (ath_curve_push(&r->curve, s, loss, &r->err) != 0 ||
-            (r->csv.f && ath_csv_row(&r->csv, s, loss, &r->err) != 0))
+        if (put_row(r, s, loss, &r->err) != 0)
             return STEP_FAIL;
     }
     if (last > r->reported)
@@ -358,8 +445,14 @@ static step_outcome_t sync_report(run_t *r)
                      (unsigned long long)f, loss);
         return recover(r, f);
     }
-    if (r->swap)
+    if (r->swap) {
         ath_swap_step_done(r->swap, last);
+        if (r->on_probation && last >= r->probation_end) {
+            if (commit_rows(r, &r->err) != 0)
+                return STEP_FAIL;
+            r->on_probation = 0;
+        }
+    }
     if (last == before)
         return STEP_OK;
     const int ckpt_due = o->checkpoint && o->checkpoint_every &&
@@ -404,6 +497,13 @@ static step_outcome_t run_step(run_t *r)
             if (r->eng[i])
                 r->eng[i]->ops->forget_plugin(r->eng[i]);
         if (ath_swap_poll(r->swap, step - 1, r->params, &r->trunk) > 0) {
+            /* A new probation: its rollback target is the state now. */
+            if (commit_rows(r, &r->err) != 0 || keep_good_state(r, &r->err) != 0)
+                return STEP_FAIL;
+            r->on_probation = 1;
+            r->probation_end = step - 1 + (r->o->swap->rollback_steps
+                                                ? r->o->swap->rollback_steps
+                                                : ATH_SWAP_ROLLBACK_STEPS);
             ath_scalars_t sc = r->e->sc;
             if (use_engine(r, &sc) != 0)
                 return STEP_FAIL;
@@ -471,6 +571,12 @@ static int run_summary(run_t *r, step_outcome_t oc)
 {
     const ath_train_opts_t *o = r->o;
     double elapsed = ath_now_s() - r->t_start;
+    /* The run ends: rows held on probation are final (their steps ran). */
+    ath_err_t cerr = {{0}};
+    if (commit_rows(r, &cerr) != 0 && oc != STEP_FAIL) {
+        fprintf(stderr, "auxtrunk-host: %s\n", cerr.msg);
+        return ATH_EXIT_FAILURE;
+    }
     if (oc == STEP_FAIL) {
         fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
         return r->code ? r->code : ATH_EXIT_FAILURE;

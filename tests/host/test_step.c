@@ -462,6 +462,30 @@ START_TEST(test_nan_gradient_rolled_back)
 }
 END_TEST
 
+/* A rollback restores the state of the swap: the steps the failing version
+ * ran in its probation window, within tolerance but not bit-exact, are
+ * undone and run again with the held version. */
+START_TEST(test_rollback_undoes_probation)
+{
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    ck_assert_int_eq(run_train("ref", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", "40",
+                               "--quiet", "--csv", tst_path_in("ref.csv"), "--checkpoint",
+                               tst_path_in("ref.ck"), NULL),
+                     0);
+    char at[4400];
+    snprintf(at, sizeof at, "10:%s", SWAP_FX_DIR "/inexact_nan_later");
+    int rc = run_train("rb", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", "40", "--quiet",
+                       "--csv", tst_path_in("rb.csv"), "--checkpoint", tst_path_in("rb.ck"),
+                       "--swap-at", at, NULL);
+    ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
+    ck_assert_contains(g_out, "within tolerance");
+    ck_assert_contains(g_out, "swap: step 13: rolled back from fixture");
+    assert_same_file(tst_path_in("ref.csv"), tst_path_in("rb.csv"));
+    assert_same_file(tst_path_in("ref.ck"), tst_path_in("rb.ck"));
+    tst_scratch_done();
+}
+END_TEST
+
 /* Without a version to roll back to, the run ends; the last checkpoint is
  * the state before the bad step, all finite. */
 START_TEST(test_nan_gradient_never_applied)
@@ -857,6 +881,7 @@ static Suite *make_suite(void)
     tc = tcase_create("faults");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_nan_gradient_rolled_back);
+    tcase_add_test(tc, test_rollback_undoes_probation);
     tcase_add_test(tc, test_nan_gradient_never_applied);
     tcase_add_test(tc, test_csv_flushed_with_checkpoints);
     tcase_add_test(tc, test_hung_call_watchdog);
