@@ -48,6 +48,21 @@
 
 extern char **environ;
 
+/* The soak's bound on RSS growth over 1000 swaps. Under AddressSanitizer
+ * (the sanitizer build, run without quarantine) its own bookkeeping adds
+ * 1.4 to 2.4 MiB there; a swap that leaked its copy of the plugin would add
+ * over 100 MiB. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SOAK_RSS_SLACK_KB 8192
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SOAK_RSS_SLACK_KB 8192
+#endif
+#endif
+#ifndef SOAK_RSS_SLACK_KB
+#define SOAK_RSS_SLACK_KB 2048
+#endif
+
 #define CPU_SO CPU_PLUGIN_DIR "/libauxtrunk.so"
 #define BLOCKED_SO BLOCKED_PLUGIN_DIR "/libauxtrunk.so"
 #define FX(kind) FX_DIR "/" kind "/libauxtrunk.so"
@@ -1112,8 +1127,8 @@ START_TEST(test_soak_1000_swaps)
     api_live_works(&a);
     ck_assert_int_eq(fds1, fds0);
     ck_assert_int_le(maps1, maps0);
-    ck_assert_msg(rss1 - rss0 < 2048, "VmRSS grew by %ld kB over %d swaps", rss1 - rss0,
-                  total - warm);
+    ck_assert_msg(rss1 - rss0 < SOAK_RSS_SLACK_KB, "VmRSS grew by %ld kB over %d swaps",
+                  rss1 - rss0, total - warm);
     api_close(&a);
     /* Nothing is left behind: no private copies, no private directory. */
     ck_assert_int_eq(plugin_mappings(), 0);
