@@ -109,6 +109,10 @@ extern const ath_engine_ops_t ath_engine_cuda_ops;
 /* The host's reference of the step's arithmetic, also used by the tests:
  * the loss of n = B·AUX elements (dout written), with q [n] as scratch. */
 float ath_loss_host(const float *out, const float *target, size_t n, float *dout, float *q);
+/* The tree sum of the loss elements of n of the n_total elements (a rank's
+ * shard: dout divided by n_total), before ath_loss_of_sum. */
+float ath_loss_sum_host(const float *out, const float *target, size_t n, size_t n_total,
+                        float *dout, float *q);
 /* 1 when any of the n values is not finite. */
 int ath_any_nonfinite(const float *g, size_t n);
 
