@@ -54,6 +54,12 @@ typedef struct ath_engine_cfg {
     const ath_task_t *task; /* the replay buffer (host memory), alive while the engine is */
     int device;             /* CUDA ordinal, -1 = current (cuda only) */
     int graph;              /* capture the step into a CUDA graph where the plugin allows */
+    /* Data parallel (dist.h, cuda only): this rank's batch is global slots
+     * [slot0, slot0 + batch) of a global batch of batch_total; its gradients
+     * and loss are combined with the other ranks' through dist. One device:
+     * dist NULL, slot0 0, batch_total = batch. */
+    struct ath_dist *dist;
+    int32_t slot0, batch_total;
 } ath_engine_cfg_t;
 
 typedef struct ath_engine ath_engine_t;
