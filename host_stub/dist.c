@@ -183,8 +183,8 @@ int ath_dist_launch(int gpus, int argc, char **argv)
     rmdir(dir);
     free(pid);
     if (first_failed >= 0)
-        fprintf(stderr, "auxtrunk-host: the data-parallel run failed (rank %d first); the last "
-                        "checkpoint written is intact\n",
+        fprintf(stderr, "auxtrunk-host: the data-parallel run failed (rank %d first); a "
+                        "checkpoint written before is intact\n",
                 first_failed);
     return code;
 }
