@@ -19,7 +19,7 @@
  * and two blocks per SM: on the H200 a warp's 16-byte
  * shared load costs 4 shared-memory cycles whatever its broadcast, so an
  * 8 x 8 micro-tile is what balances shared-memory traffic against FFMA issue
- * (docs/perf-notes.md). Other widths and pointers use gemm_tile (register
+ * (docs/perf-history.md). Other widths and pointers use gemm_tile (register
  * staging, double-buffered). Batches up to ROWS_MAX_BATCH run their
  * row-local stages on the cluster path of trunk_v2_rows.cu.
  *
@@ -62,7 +62,7 @@ constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
 /* Reduction steps staged in shared memory per slab: small tiles take long
  * slabs so that a 256-long reduction needs few dependent global round trips
  * (small batches are latency-bound), large tiles short ones (registers).
- * Measured on the H200 (docs/perf-notes.md): 128-step slabs for the small
+ * Measured on the H200 (docs/perf-history.md): 128-step slabs for the small
  * tile were slower than 64 (more staging registers, longer tail loop). */
 template <int BM>
 __host__ __device__ constexpr int bk_of()
@@ -646,8 +646,9 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
     constexpr bool T88 = TM == 8 && TN == 8;
     /* Register fit of the 8x8 kernels at 128 (ptxas, sm_90, CUDA 13): copy
      * addresses re-formed per slab when an operand is KC, and the k-groups
-     * of a slab not unrolled when both are (found by -Xptxas -v: these are
-     * the settings without spills). */
+     * of a slab not unrolled when both are (found by -Xptxas -v: the
+     * settings with the fewest spills; the forward's 128 x 128 kernels keep
+     * 36 bytes, once per slab, outside the FMA loop). */
     constexpr bool REFORM = T88 && (A_KC || B_KC);
     constexpr bool ROLLED = T88 && A_KC && B_KC;
     using SA = AsyncSlab<BM, A_KC, NT>;
@@ -1137,7 +1138,7 @@ __global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
  * blocks than multiprocessors, smaller tiles win because the small batches
  * of RL are latency-bound. 128 rather than 132: the widths are powers of
  * two, so tile counts are too, and 128 blocks of the larger tile (4 SMs
- * idle) beat 512 of the next smaller one (docs/perf-notes.md, 2.3). */
+ * idle) beat 512 of the next smaller one (docs/perf-notes.md, decided settings). */
 constexpr int FULL_WAVE = 128;
 
 inline int tiles(int m, int n, int bm, int bn)
@@ -1159,7 +1160,7 @@ inline int pick(int m, int n, int mult)
  * as many multiprocessors to work as 32 x 32 tiles; at B = 256 a 256-wide
  * layer is 64 blocks of 32 x 32 (64 of 132 SMs) or 128 of 16 x 32. Beyond
  * one wave (B = 384: 192 blocks, two on some SMs) they are slower, hence the
- * bound (docs/perf-notes.md, 2.4). Only for the async tile with A k-contiguous
+ * bound (docs/perf-notes.md, decided settings). Only for the async tile with A k-contiguous
  * (`row16`: VEC and A_KC), whose fragment loads have a 1-wide form. */
 inline int pick_rows(int m, int n, bool row16)
 {

@@ -141,7 +141,7 @@ cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
  * batch of at least V2_FAST_MIN_BATCH. Outside it, the calls run the exact
  * kernels above (canonical bits): below that batch the 128 x 128 tensor-core
  * tiles leave most of the GPU idle and the exact path is faster (measured on
- * the H200, docs/perf-notes.md). Workspace: the larger of the exact kernels' and the fast
+ * the H200, docs/perf-history.md). Workspace: the larger of the exact kernels' and the fast
  * kernels' (dh2/dh1 [max_batch, H2+H1], W2ᵀ and W3ᵀ, plus nc chunk partials
  * of all P parameters, nc <= min(264 / weight tiles, ceil(max_batch / 256)):
  * 26 for the production topology), since either may run.

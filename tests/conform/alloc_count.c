@@ -68,7 +68,6 @@ static atomic_int cf_quarantining;
 /* Blocks held back by quarantine; past the end they are freed for real and
  * cf_quarantine_end reports the overflow. */
 #define CF_QUARANTINE_MAX 4096
-static void *cf_quarantine[CF_QUARANTINE_MAX];
 static atomic_int cf_quarantined;
 
 #ifndef CF_NO_INTERPOSE
@@ -78,6 +77,8 @@ extern void *__libc_realloc(void *p, size_t n);
 extern void *__libc_memalign(size_t align, size_t n);
 extern void *__libc_valloc(size_t n);
 extern void __libc_free(void *p);
+
+static void *cf_quarantine[CF_QUARANTINE_MAX];
 
 /* Default visibility: the build hides everything else, and the dynamic
  * linker must see these. */

@@ -60,7 +60,7 @@ split() {
       /^member / { member = $2; sub(/:$/, "", member); sub(/.*:/, "", member); next }
       /Function : / {
         name = $3
-        out = dir "/" member "." name
+        out = dir "/" (member == "" ? "object" : member) "." name
         n = 0
         while ((out (n ? "." n : "")) in seen) n++
         out = out (n ? "." n : ""); seen[out] = 1
