@@ -98,12 +98,18 @@ int ath_dist_launch(int gpus, int argc, char **argv)
         fprintf(stderr, "auxtrunk-host: out of host memory\n");
         return ATH_EXIT_FAILURE;
     }
-    struct sigaction sa, old_term;
+    /* SIGTERM is passed on; SIGINT from a terminal reaches the workers (the
+     * same process group) directly, so the launcher only outlives it, to
+     * report and clean up after them. */
+    struct sigaction sa, ign, old_term, old_int;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;
     sigemptyset(&sa.sa_mask);
+    ign = sa;
+    ign.sa_handler = SIG_IGN;
     g_term = 0;
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &ign, &old_int);
     fflush(stdout);
     fflush(stderr);
     int code = ATH_EXIT_OK, running = 0, first_failed = -1;
@@ -112,6 +118,7 @@ int ath_dist_launch(int gpus, int argc, char **argv)
         if (pid[r] == 0) {
             char v[16];
             sigaction(SIGTERM, &old_term, NULL);
+            sigaction(SIGINT, &old_int, NULL);
             snprintf(v, sizeof v, "%d", r);
             setenv(ATH_DIST_ENV_RANK, v, 1);
             setenv(ATH_DIST_ENV_LOCAL_RANK, v, 1);
@@ -142,6 +149,8 @@ int ath_dist_launch(int gpus, int argc, char **argv)
         }
         int status;
         pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w < 0 && errno == ECHILD)
+            break;
         if (w <= 0) {
             if (kill_at > 0.0 && ath_now_s() > kill_at) {
                 fprintf(stderr, "auxtrunk-host: ranks still running %.0f s after the failure; "
@@ -162,7 +171,12 @@ int ath_dist_launch(int gpus, int argc, char **argv)
         pid[r] = 0;
         running--;
         const int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && first_failed < 0) {
+        /* A worker stopped by SIGINT/SIGTERM ended cleanly (train.c). */
+        const int stopped = WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT ||
+                                                  WEXITSTATUS(status) == 128 + SIGTERM);
+        if (stopped && code == ATH_EXIT_OK)
+            code = WEXITSTATUS(status);
+        if (!ok && !stopped && first_failed < 0) {
             char how[64];
             describe(how, sizeof how, status);
             first_failed = r;
@@ -179,6 +193,7 @@ int ath_dist_launch(int gpus, int argc, char **argv)
         }
     }
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGINT, &old_int, NULL);
     unlink(id_file); /* normally already removed by rank 0 */
     rmdir(dir);
     free(pid);

@@ -94,22 +94,7 @@ static pid_t start_train(const char *tag, ...)
 
 static void assert_same_file(const char *a, const char *b)
 {
-    size_t na, nb;
-    char *da = tst_slurp(a, &na), *db = tst_slurp(b, &nb);
-    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ (%zu vs %zu bytes)", a,
-                  b, na, nb);
-    free(da);
-    free(db);
-}
-
-static int same_file(const char *a, const char *b)
-{
-    size_t na, nb;
-    char *da = tst_slurp(a, &na), *db = tst_slurp(b, &nb);
-    int same = na == nb && memcmp(da, db, na) == 0;
-    free(da);
-    free(db);
-    return same;
+    ck_assert_msg(tst_same_file(a, b), "%s and %s differ", a, b);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -252,7 +237,7 @@ START_TEST(test_two_ranks_equal_one)
     dp_run("two-768b", "768", "200", "2", NULL, NULL);
     assert_same_run("two-768", "two-768b");
     printf("gpu2: batch 768 on 2 GPUs: checkpoint %s the 1-GPU one (not promised)\n",
-           same_file(tst_path_in("one-768.ck"), tst_path_in("two-768.ck")) ? "EQUAL to"
+           tst_same_file(tst_path_in("one-768.ck"), tst_path_in("two-768.ck")) ? "EQUAL to"
                                                                           : "differs from");
     tst_scratch_done();
 }
