@@ -153,8 +153,9 @@ int ath_dist_launch(int gpus, int argc, char **argv)
             break;
         if (w <= 0) {
             if (kill_at > 0.0 && ath_now_s() > kill_at) {
-                fprintf(stderr, "auxtrunk-host: ranks still running %.0f s after the failure; "
-                                "killing them\n",
+                fprintf(stderr,
+                        "auxtrunk-host: ranks still running %.0f s after the failure; "
+                        "killing them\n",
                         GRACE_S);
                 signal_all(pid, gpus, SIGKILL);
                 kill_at = 0.0;
@@ -183,8 +184,8 @@ int ath_dist_launch(int gpus, int argc, char **argv)
             code = WIFEXITED(status) ? WEXITSTATUS(status)
                                      : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
             if (running > 0) {
-                fprintf(stderr, "auxtrunk-host: rank %d %s; ending the other %d rank%s\n", r,
-                        how, running, running == 1 ? "" : "s");
+                fprintf(stderr, "auxtrunk-host: rank %d %s; ending the other %d rank%s\n", r, how,
+                        running, running == 1 ? "" : "s");
                 signal_all(pid, gpus, SIGTERM);
                 kill_at = ath_now_s() + GRACE_S;
             } else {
@@ -198,8 +199,9 @@ int ath_dist_launch(int gpus, int argc, char **argv)
     rmdir(dir);
     free(pid);
     if (first_failed >= 0)
-        fprintf(stderr, "auxtrunk-host: the data-parallel run failed (rank %d first); a "
-                        "checkpoint written before is intact\n",
+        fprintf(stderr,
+                "auxtrunk-host: the data-parallel run failed (rank %d first); a "
+                "checkpoint written before is intact\n",
                 first_failed);
     return code;
 }
@@ -219,8 +221,9 @@ int ath_dist_train_prepare(ath_train_opts_t *o, ath_dist_env_t *env, int argc, c
         return 1;
     }
     if (o->batch % o->gpus != 0) {
-        fprintf(stderr, "auxtrunk-host train: --batch %d is not a multiple of --gpus %d (each "
-                        "rank takes an equal contiguous shard)\n",
+        fprintf(stderr,
+                "auxtrunk-host train: --batch %d is not a multiple of --gpus %d (each "
+                "rank takes an equal contiguous shard)\n",
                 (int)o->batch, o->gpus);
         return 1;
     }
@@ -251,8 +254,7 @@ int ath_dist_train_prepare(ath_train_opts_t *o, ath_dist_env_t *env, int argc, c
         o->checkpoint_every = 0;
         o->quiet = 1;
         if (!freopen("/dev/null", "w", stdout)) {
-            fprintf(stderr, "auxtrunk-host: rank %d: /dev/null: %s\n", env->rank,
-                    strerror(errno));
+            fprintf(stderr, "auxtrunk-host: rank %d: /dev/null: %s\n", env->rank, strerror(errno));
             *code = ATH_EXIT_FAILURE;
             return 1;
         }

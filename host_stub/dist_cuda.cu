@@ -20,6 +20,6 @@ extern "C" int ath_cuda_combine(void *stream, float *gathered, size_t count, int
     size_t blocks = (count + 255) / 256;
     blocks = blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks;
     combine_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(gathered, count,
-                                                                      (uint32_t)ranks, out);
+                                                                       (uint32_t)ranks, out);
     return (int)cudaGetLastError();
 }

@@ -96,8 +96,7 @@ static int read_id(const char *path, ncclUniqueId *id, double limit_s, ath_err_t
             return ath_errf(err, "%s: %zd bytes, not an NCCL unique id", path, got);
         }
         if (ath_now_s() - t0 > limit_s)
-            return ath_errf(err, "no NCCL id in %s after %.0f s: did rank 0 start?", path,
-                            limit_s);
+            return ath_errf(err, "no NCCL id in %s after %.0f s: did rank 0 start?", path, limit_s);
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -161,8 +160,8 @@ int ath_dist_allgather(ath_dist_t *d, const float *send, float *recv, size_t cou
 {
     if (d->failed)
         return ath_errf(err, "rank %d of %d: the communicator was aborted", d->rank, d->world);
-    ncclResult_t r = ncclAllGather(send, recv, count, ncclFloat, (ncclComm_t)d->comm,
-                                   (cudaStream_t)stream);
+    ncclResult_t r =
+        ncclAllGather(send, recv, count, ncclFloat, (ncclComm_t)d->comm, (cudaStream_t)stream);
     return settle(d, r, "ncclAllGather", err);
 }
 

@@ -60,9 +60,8 @@ static void open_trunk(ath_trunk_t *t, const dp_case_t *c, int32_t max_batch)
 }
 
 /* The per-rank gradients [N, P] and loss sums [N] of the shards. */
-static void run_shards(ath_trunk_t *ranks, const dp_case_t *c, const float *params,
-                       const float *x, const float *target, const float *dout_full,
-                       float *gathered, float *lsum)
+static void run_shards(ath_trunk_t *ranks, const dp_case_t *c, const float *params, const float *x,
+                       const float *target, const float *dout_full, float *gathered, float *lsum)
 {
     const int32_t b = c->batch / c->ranks;
     const size_t P = ranks[0].n_params, nb = (size_t)b * (size_t)c->aux;
@@ -151,8 +150,7 @@ START_TEST(test_combine_vs_full_batch)
     free(ranks);
 
     /* Deterministic whatever the condition says. */
-    ck_assert_msg(memcmp(g1, g2, P * sizeof(float)) == 0, "B %d, N %d: two combines differ", B,
-                  N);
+    ck_assert_msg(memcmp(g1, g2, P * sizeof(float)) == 0, "B %d, N %d: two combines differ", B, N);
     ck_assert(memcmp(&loss1, &loss2, sizeof loss1) == 0);
     double worst = 0.0;
     const size_t differ = count_diff(g1, g_full, P, &worst);

@@ -89,7 +89,7 @@ static pid_t start_train(const char *tag, ...)
     return pid;
 }
 
-#define ck_assert_contains(hay, needle)                                                       \
+#define ck_assert_contains(hay, needle) \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle), (hay))
 
 static void assert_same_file(const char *a, const char *b)
@@ -111,9 +111,8 @@ START_TEST(test_refusals)
         tst_scratch_done();
         return;
     }
-    ck_assert_int_eq(run_train("odd", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2", "--batch",
-                               "513", NULL),
-                     2);
+    ck_assert_int_eq(
+        run_train("odd", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2", "--batch", "513", NULL), 2);
     ck_assert_contains(g_err, "--batch 513 is not a multiple of --gpus 2");
     ck_assert_int_eq(run_train("swap", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2",
                                "--watch-plugin-dir", NULL),
@@ -121,9 +120,8 @@ START_TEST(test_refusals)
     ck_assert_contains(g_err, "not supported with --gpus");
     /* A host plugin: each worker refuses before it joins NCCL; the launcher
      * reports the first failure. */
-    ck_assert_int_eq(run_train("host", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2", "--steps",
-                               "3", NULL),
-                     2);
+    ck_assert_int_eq(
+        run_train("host", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2", "--steps", "3", NULL), 2);
     ck_assert_contains(g_err, "--gpus needs a CUDA plugin");
     ck_assert_contains(g_err, "the data-parallel run failed");
     /* Worker variables: incomplete, or disagreeing with --gpus. */
@@ -148,17 +146,17 @@ END_TEST
 /* ------------------------------------------------------------------------- */
 /* gpu1, gpu2                                                                */
 
-#define NEED_DEVICES(n)                                                                       \
-    do {                                                                                      \
-        if (!CUDA_V2_DIR[0] || cuda_devices() < (n) || !ath_dist_available()) {              \
-            printf("%s: %s skipped\n",                                                       \
-                   !CUDA_V2_DIR[0] || !ath_dist_available() ? "no CUDA/NCCL build"          \
-                   : (n) == 1                               ? "no CUDA device"              \
-                                                            : "needs 2 CUDA devices",       \
-                   __func__);                                                                 \
-            fflush(stdout);                                                                   \
-            exit(SKIP_EXIT);                                                                  \
-        }                                                                                     \
+#define NEED_DEVICES(n)                                                            \
+    do {                                                                           \
+        if (!CUDA_V2_DIR[0] || cuda_devices() < (n) || !ath_dist_available()) {    \
+            printf("%s: %s skipped\n",                                             \
+                   !CUDA_V2_DIR[0] || !ath_dist_available() ? "no CUDA/NCCL build" \
+                   : (n) == 1                               ? "no CUDA device"     \
+                                                            : "needs 2 CUDA devices",                            \
+                   __func__);                                                      \
+            fflush(stdout);                                                        \
+            exit(SKIP_EXIT);                                                       \
+        }                                                                          \
     } while (0)
 
 /* Production topology; the global batch B, checkpoints every 50 steps. */
@@ -238,7 +236,7 @@ START_TEST(test_two_ranks_equal_one)
     assert_same_run("two-768", "two-768b");
     printf("gpu2: batch 768 on 2 GPUs: checkpoint %s the 1-GPU one (not promised)\n",
            tst_same_file(tst_path_in("one-768.ck"), tst_path_in("two-768.ck")) ? "EQUAL to"
-                                                                          : "differs from");
+                                                                               : "differs from");
     tst_scratch_done();
 }
 END_TEST
@@ -270,8 +268,7 @@ static void hurt_rank(const char *tag, int sig, const char *expect)
     const char *ck = tst_path_in("hurt.ck");
     pid_t pid = start_train(tag, "--plugin-dir", CUDA_V2_DIR, "--batch", "512", "--steps",
                             "100000000", "--checkpoint-every", "50", "--checkpoint", ck,
-                            "--overwrite", "--quiet", "--call-timeout", "20", "--gpus", "2",
-                            NULL);
+                            "--overwrite", "--quiet", "--call-timeout", "20", "--gpus", "2", NULL);
     const double t0 = (double)time(NULL);
     while (access(ck, F_OK) != 0) {
         ck_assert_msg((double)time(NULL) - t0 < 120, "no checkpoint after 120 s");
