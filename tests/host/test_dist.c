@@ -6,7 +6,8 @@
  *   cli   (CPU, in CI): the refusals — no NCCL in the build, a batch that is
  *         not a multiple of --gpus, a host plugin, incomplete worker
  *         variables, --gpus with hot swap;
- *   gpu1  (1 CUDA device): --gpus 1 through NCCL, byte-identical (loss CSV and
+ *   gpu1  (1 CUDA device): the device combine against combine.h, bit for bit;
+ *         --gpus 1 through NCCL, byte-identical (loss CSV and
  *         checkpoint) to the plain device run, in graph and eager mode, and
  *         a resume across the two;
  *   gpu2  (2 CUDA devices): 2 GPUs vs 1 GPU byte-identical for cuda-v2 where
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "combine.h"
 #include "dist.h"
 #include "scratch.h"
 #if defined(AUXTRUNK_HOST_HAVE_CUDA)
@@ -189,6 +191,52 @@ static void assert_same_run(const char *a, const char *b)
     assert_same_file(tst_path_in(x), tst_path_in(y));
 }
 
+/* The device combine (dist_cuda.cu) against combine.h on the host, bit for
+ * bit, at several rank counts; the output poisoned first and checked fully
+ * written. */
+START_TEST(test_combine_kernel_matches_host)
+{
+    NEED_DEVICES(1);
+#if defined(AUXTRUNK_HOST_HAVE_CUDA)
+    const size_t P = 164480 + 3; /* the production topology's gradient, and not a round size */
+    const int counts[] = {1, 2, 3, 4, 5, 8, 16};
+    const uint64_t seed = (uint64_t)time(NULL);
+    uint64_t z = 0x9E3779B97F4A7C15u ^ seed;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        const int N = counts[c];
+        float *g = malloc((size_t)N * P * sizeof(float)), *want = malloc(P * sizeof(float));
+        float *got = malloc(P * sizeof(float));
+        for (size_t i = 0; i < (size_t)N * P; i++) {
+            z = z * 6364136223846793005u + 1442695040888963407u;
+            /* Mixed magnitudes, so that the order of the additions shows. */
+            g[i] = (float)((int32_t)(z >> 32)) * 0x1p-31f * (float)(1u << (z >> 59));
+        }
+        float *d_g = NULL, *d_out = NULL;
+        ck_assert(cudaMalloc((void **)&d_g, (size_t)N * P * sizeof(float)) == cudaSuccess);
+        ck_assert(cudaMalloc((void **)&d_out, P * sizeof(float)) == cudaSuccess);
+        ck_assert(cudaMemcpy(d_g, g, (size_t)N * P * sizeof(float), cudaMemcpyHostToDevice) ==
+                  cudaSuccess);
+        ck_assert(cudaMemset(d_out, 0xFF, P * sizeof(float)) == cudaSuccess); /* NaN */
+        ck_assert(ath_cuda_combine(NULL, d_g, P, N, d_out) == 0);
+        ck_assert(cudaMemcpy(got, d_out, P * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (size_t i = 0; i < P; i++)
+            want[i] = ath_combine_elem(g, P, (uint32_t)N, i);
+        size_t bad = 0;
+        for (size_t i = 0; i < P; i++)
+            bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        ck_assert_msg(bad == 0, "N %d: %zu of %zu combined elements differ from the host's", N, bad,
+                      P);
+        cudaFree(d_g);
+        cudaFree(d_out);
+        free(g), free(want), free(got);
+    }
+    printf("gpu1: the device combine equals combine.h at N = 1, 2, 3, 4, 5, 8, 16 (inputs of "
+           "seed %llu)\n",
+           (unsigned long long)seed);
+#endif
+}
+END_TEST
+
 START_TEST(test_one_rank_equals_plain)
 {
     NEED_DEVICES(1);
@@ -315,6 +363,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("gpu1");
     tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_combine_kernel_matches_host);
     tcase_add_test(tc, test_one_rank_equals_plain);
     suite_add_tcase(s, tc);
     tc = tcase_create("gpu2");
