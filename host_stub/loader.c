@@ -61,12 +61,8 @@ ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath
     ath_plugin_file(dir_or_file, path, sizeof path);
     auxtrunk_plugin_t so;
     char msg[sizeof err->msg];
-    int32_t s = auxtrunk_plugin_open(&so, path, NULL, msg, sizeof msg);
-    if (s == AUXTRUNK_LOAD_OK) {
-        s = auxtrunk_plugin_negotiate(&so, ATH_HOST_ABI_MIN, ATH_HOST_ABI_MAX, msg, sizeof msg);
-        if (s != AUXTRUNK_LOAD_OK)
-            auxtrunk_plugin_unload(&so);
-    }
+    /* path is explicit, and the host's range is the loader's default. */
+    int32_t s = auxtrunk_plugin_load(&so, path, msg, sizeof msg);
     if (s != AUXTRUNK_LOAD_OK) {
         if (s == AUXTRUNK_LOAD_E_NO_FILE && !is_dir(dir_or_file))
             ath_errf(err, "%s (is the plugin directory right?)", msg);
@@ -169,8 +165,9 @@ int ath_default_plugin_dir(char *dir, size_t n, ath_err_t *err)
     char root[ATH_PATH_MAX];
     if (ath_plugins_root(root, sizeof root, err) != 0)
         return -1;
-    int len = snprintf(dir, n, "%s/cpu", root);
+    /* The fastest exact CPU plugin (bit-identical to cpu-ref). */
+    int len = snprintf(dir, n, "%s/cpu-blocked", root);
     if (len < 0 || (size_t)len >= n)
-        return ath_errf(err, "plugin path too long: %s/cpu", root);
+        return ath_errf(err, "plugin path too long: %s/cpu-blocked", root);
     return 0;
 }

@@ -26,10 +26,6 @@
 #define ATH_PLUGIN_FILE AUXTRUNK_PLUGIN_FILE
 #define ATH_PATH_MAX AUXTRUNK_LOAD_PATH_MAX
 
-/* The ABI range this host speaks. */
-#define ATH_HOST_ABI_MIN AUXTRUNK_VERSION(1, 0)
-#define ATH_HOST_ABI_MAX AUXTRUNK_ABI_VERSION
-
 /* Why a plugin was refused: the loader's statuses (auxtrunk_loader.h), and
  * init's refusal, which only the host sees. */
 typedef enum ath_load_status {
@@ -63,7 +59,7 @@ const char *ath_load_status_name(ath_load_status_t s);
 void ath_plugin_file(const char *dir_or_file, char *path, size_t n);
 
 /* Loads dir_or_file (see ath_plugin_file) with auxtrunk_plugin_load's checks
- * over the host's range. On OK *pl is loaded (no handle yet); otherwise *pl
+ * over 1.0 .. AUXTRUNK_ABI_VERSION. On OK *pl is loaded (no handle yet); otherwise *pl
  * is left empty. */
 ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath_err_t *err);
 

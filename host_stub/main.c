@@ -68,10 +68,10 @@ static const char *bench_intro =
 
 static const char *plugins_help =
     "Plugins: a plugin directory holds one libauxtrunk.so. Without --plugin-dir or\n"
-    "--plugin, $AUXTRUNK_PLUGIN_DIR is used if set, else the CPU plugin next to this\n"
-    "program: <build>/plugins/cpu in a build tree (this program is\n"
-    "<build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu when\n"
-    "installed. --plugin NAME picks NAME/libauxtrunk.so in the first entry of\n"
+    "--plugin, $AUXTRUNK_PLUGIN_DIR is used if set, else the fast exact CPU plugin\n"
+    "next to this program: <build>/plugins/cpu-blocked in a build tree (this program\n"
+    "is <build>/host_stub/auxtrunk-host), <prefix>/lib/auxtrunk/plugins/cpu-blocked\n"
+    "when installed. --plugin NAME picks NAME/libauxtrunk.so in the first entry of\n"
     "$AUXTRUNK_PLUGIN_PATH (':'-separated plugin roots) that has it, else\n"
     "<plugins root>/NAME (cpu, cuda-v1, ...).\n";
 

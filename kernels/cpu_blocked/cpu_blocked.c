@@ -1,215 +1,561 @@
 /*
- * cpu_blocked.c — the blocked CPU kernels (cpu_blocked.h): the canonical
- * order of abi/auxtrunk_canon.h (section numbers below refer to it) with
- * loops organised around output tiles.
+ * cpu_blocked.c — the fast CPU trunk (cpu_blocked.h): how the canonical
+ * order of abi/auxtrunk_canon.h (section numbers below refer to it) is cut
+ * into packed operands, register tiles (cpb_isa.c) and pool phases
+ * (cpb_pool.c).
  *
- * What keeps the bits canonical whatever the tiling: every output element
- * owns one accumulator that sees its terms in the documented order (k, or n,
- * or b ascending), and the chunk partials are combined by the literal
- * level-by-level tree. Tiling only decides which independent chains advance
- * together. Build with -ffp-contract=off and without fast-math (the
- * top-level CMakeLists.txt does).
+ * Every product of the trunk is one shape: out[i][j] = init[j], then for each
+ * depth step r in order, out[i][j] = fmaf(A(i, r), B(r, j), out[i][j]):
+ *
+ *   product            rows i      columns j   depth r            A, B
+ *   layer (1)          samples     outputs n   inputs k           act, W
+ *   hidden grad (2)    samples     inputs k    outputs n          d, W^T
+ *   weight grad (3)    inputs k    outputs n   chunk samples b    a^T, g
+ *
+ * Operands are packed (A into tiles [depth][MR], B into panels [depth][NR])
+ * so that the tile kernel reads both as contiguous streams, except the
+ * forward's weights, whose whole panels are rows of W read in place; packing
+ * moves floats and never changes one.
+ *
+ * Phases (each a cpb_pool_run; tasks of a phase write disjoint outputs):
+ *   forward   pack the partial last panel of W1..W3 and its bias, if any;
+ *             then one task per row tile runs its MR samples through all
+ *             three layers (rows are independent in section 1).
+ *   backward  pack W3^T, W2^T; then per chunk of C samples:
+ *             rows    one task per row tile: dh2_pre and dh1_pre of its
+ *                     samples (section 2), and its samples' share of the
+ *                     chunk's packed dW operands;
+ *             grads   one task per column panel of dW3, dW2, dW1: the
+ *                     chunk partials of its columns and of the bias, then
+ *                     its columns' steps of the pairwise tree (the tree is
+ *                     element-wise, so each panel can run it alone).
+ *
+ * The tree is kept as a binary-counter stack of partial sets, as in
+ * kernels/cpu/cpu_trunk.c, whose comment proves it equal to the
+ * level-by-level tree; a batch of one chunk stores its partial directly.
  *
  * Shape letters: B batch, ENC, H1, H2, AUX; C = AUXTRUNK_CANON_CHUNK.
  */
 #include "cpu_blocked.h"
 
-#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "auxtrunk.h"
 #include "auxtrunk_canon.h"
+#include "cpb_isa.h"
+#include "cpb_pool.h"
 
 #define C AUXTRUNK_CANON_CHUNK
-/* Register tile of a layer or a hidden gradient: TR rows x TC outputs. */
-#define TR 4
-#define TC 16
-/* Floats of one gradient tile whose chunk partials are kept side by side. */
-#define SUM_TILE 4096
+/* Buffers are aligned for whole vector loads; any alignment gives the same bits. */
+#define ALIGN_FLOATS 16
 
 static int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
+static int32_t max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
+static int32_t blocks(int32_t n, int32_t w) { return (n + w - 1) / w; }
+static size_t round_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
 
 /* ------------------------------------------------------------------------- */
-/* Layer forward (section 1)                                                 */
+/* The object and its workspace                                              */
+
+/* A thread's scratch: one packed A tile, a row tile of each hidden layer,
+ * one register tile. */
+typedef struct scratch {
+    float *a;    /* [max depth][MR] */
+    float *r1;   /* [MR, H1] */
+    float *r2;   /* [MR, H2] */
+    float *tile; /* [MR][NR] */
+} scratch_t;
+
+struct cpb_trunk {
+    atk_dims_t d;
+    int32_t max_batch;
+    int32_t mr, nr;
+    int32_t cr;     /* rows of a chunk buffer: min(C, max_batch) */
+    int32_t levels; /* tree stack depth for max_batch; 0 when one chunk */
+    const cpb_ops_t *ops;
+    cpb_pool_t *pool;
+    size_t set; /* floats of one partial set: the flat parameter layout of
+                       abi/auxtrunk.h (AUXTRUNK_*_OFFSET) */
+    size_t bytes;
+    float *mem; /* every buffer below */
+
+    /* forward: B panels of W1 (depth ENC), W2 (H1), W3 (H2); padded biases */
+    float *wp1, *wp2, *wp3, *bp1, *bp2, *bp3;
+    /* backward: B panels of W3^T (depth AUX, columns H2), W2^T (H2, H1) */
+    float *wt3, *wt2;
+    /* one chunk's dW operands: B panels of dout, dh2_pre, dh1_pre and A
+     * tiles of h2, h1, x, each with depth cr (the chunk's samples) */
+    float *g3, *g2, *g1, *a3, *a2, *a1;
+    float *stack;       /* [levels][set] pending tree nodes */
+    scratch_t *scratch; /* one per thread */
+};
+
+/* floor(log2(nc)) + 1, the bits of nc: the most sets the stack holds for nc
+ * chunks (see kernels/cpu/cpu_trunk.c). */
+static int32_t stack_levels(int32_t nc) { return 32 - __builtin_clz((unsigned)nc); }
+
+/* Floats of B panels for n columns of depth `depth`, of A tiles for m rows. */
+static size_t panel_floats(const cpb_trunk_t *t, int32_t n, int32_t depth)
+{
+    return round_up((size_t)blocks(n, t->nr) * t->nr * (size_t)depth);
+}
+static size_t tile_floats(const cpb_trunk_t *t, int32_t m, int32_t depth)
+{
+    return round_up((size_t)blocks(m, t->mr) * t->mr * (size_t)depth);
+}
+
+/* Carves mem (NULL: only counts) into the buffers; returns the floats used. */
+static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
+{
+    const atk_dims_t d = t->d;
+    size_t at = 0;
+#define TAKE(ptr, n)          \
+    do {                      \
+        if (mem)              \
+            (ptr) = mem + at; \
+        at += round_up(n);    \
+    } while (0)
+    TAKE(t->wp1, panel_floats(t, d.h1, d.enc));
+    TAKE(t->wp2, panel_floats(t, d.h2, d.h1));
+    TAKE(t->wp3, panel_floats(t, d.aux, d.h2));
+    TAKE(t->bp1, panel_floats(t, d.h1, 1));
+    TAKE(t->bp2, panel_floats(t, d.h2, 1));
+    TAKE(t->bp3, panel_floats(t, d.aux, 1));
+    TAKE(t->wt3, panel_floats(t, d.h2, d.aux));
+    TAKE(t->wt2, panel_floats(t, d.h1, d.h2));
+    TAKE(t->g3, panel_floats(t, d.aux, t->cr));
+    TAKE(t->g2, panel_floats(t, d.h2, t->cr));
+    TAKE(t->g1, panel_floats(t, d.h1, t->cr));
+    TAKE(t->a3, tile_floats(t, d.h2, t->cr));
+    TAKE(t->a2, tile_floats(t, d.h1, t->cr));
+    TAKE(t->a1, tile_floats(t, d.enc, t->cr));
+    TAKE(t->stack, (size_t)t->levels * t->set);
+    const int32_t depth = max_i32(max_i32(d.enc, d.h1), max_i32(d.h2, d.aux));
+    for (int32_t i = 0; i < threads; i++) {
+        scratch_t *s = &t->scratch[i];
+        TAKE(s->a, (size_t)t->mr * depth);
+        TAKE(s->r1, (size_t)t->mr * d.h1);
+        TAKE(s->r2, (size_t)t->mr * d.h2);
+        TAKE(s->tile, (size_t)t->mr * t->nr);
+    }
+#undef TAKE
+    return at;
+}
+
+cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
+{
+    const cpb_ops_t *ops = cpb_ops_for(cfg->isa);
+    if (!ops)
+        return CPB_E_ISA;
+    const int32_t threads = max_i32(cfg->threads, 1);
+    cpb_trunk_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return CPB_E_MEMORY;
+    t->d = cfg->dims;
+    t->max_batch = cfg->max_batch;
+    t->ops = ops;
+    t->mr = ops->mr;
+    t->nr = ops->nr;
+    t->cr = min_i32(C, cfg->max_batch);
+    const int32_t nc = auxtrunk_canon_chunks(cfg->max_batch);
+    t->levels = nc > 1 ? stack_levels(nc) : 0;
+    t->set = AUXTRUNK_PARAM_COUNT(&t->d);
+    cpb_status_t st = CPB_E_MEMORY;
+    if (!(t->scratch = calloc((size_t)threads, sizeof *t->scratch)))
+        goto fail_scratch;
+    const size_t floats = carve(t, NULL, threads);
+    if (!(t->mem = aligned_alloc(ALIGN_FLOATS * sizeof(float), floats * sizeof(float))))
+        goto fail_mem;
+    carve(t, t->mem, threads);
+    t->bytes = sizeof *t + (size_t)threads * sizeof *t->scratch + floats * sizeof(float);
+    if (cpb_pool_create(threads, &t->pool) != 0) {
+        st = CPB_E_THREADS;
+        goto fail_pool;
+    }
+    *out = t;
+    return CPB_OK;
+
+fail_pool:
+    free(t->mem);
+fail_mem:
+    free(t->scratch);
+fail_scratch:
+    free(t);
+    return st;
+}
+
+void cpb_destroy(cpb_trunk_t *t)
+{
+    if (!t)
+        return;
+    cpb_pool_destroy(t->pool);
+    free(t->mem);
+    free(t->scratch);
+    free(t);
+}
+
+size_t cpb_bytes(const cpb_trunk_t *t) { return t->bytes; }
+int32_t cpb_threads(const cpb_trunk_t *t) { return cpb_pool_threads(t->pool); }
+const char *cpb_isa_name(const cpb_trunk_t *t) { return t->ops->name; }
+
+/* ------------------------------------------------------------------------- */
+/* Packing and register tiles                                                */
 
 /*
- * y [M, N] = init [N] (0.0f if NULL) then, k ascending, fmaf(a[m,k], w[k,n], .)
- * for one TR x TC tile at a time; a [M, K], w [K, N].
+ * Packs `nrows` depth steps of `count` values into blocks of w:
+ *   dst[(blk*depth + r0 + r)*w + i] = src[(blk*w + i)*s_idx + r*s_dep]
+ * for every block blk, r < nrows, i < w; 0.0f where blk*w + i >= count.
+ * `depth` is the depth capacity of a block, r0 the first step written.
+ * Either the values of a step (s_idx == 1) or the steps of a value
+ * (s_dep == 1) are contiguous in every use; the loops read along them.
  */
-static void layer_tiles(const float *restrict a, int32_t M, int32_t K, const float *restrict w,
-                        int32_t N, const float *restrict init, float *restrict y)
+static void pack(float *restrict dst, size_t depth, size_t r0, const float *restrict src,
+                 int32_t count, int32_t nrows, int32_t w, size_t s_idx, size_t s_dep)
 {
-    for (int32_t n0 = 0; n0 < N; n0 += TC) {
-        const int32_t nc = min_i32(TC, N - n0);
-        for (int32_t m0 = 0; m0 < M; m0 += TR) {
-            const int32_t mr = min_i32(TR, M - m0);
-            float acc[TR][TC];
-            for (int32_t r = 0; r < mr; r++)
-                for (int32_t c = 0; c < nc; c++)
-                    acc[r][c] = init ? init[n0 + c] : 0.0f;
-            for (int32_t k = 0; k < K; k++) {
-                const float *restrict wk = w + (size_t)k * N + n0;
-                for (int32_t r = 0; r < mr; r++) {
-                    const float av = a[(size_t)(m0 + r) * K + k];
-                    for (int32_t c = 0; c < nc; c++)
-                        acc[r][c] = fmaf(av, wk[c], acc[r][c]);
-                }
+    const int32_t nblk = blocks(count, w);
+    if (s_idx == 1) {
+        for (int32_t r = 0; r < nrows; r++) {
+            const float *restrict sr = src + (size_t)r * s_dep;
+            for (int32_t b = 0; b < nblk; b++) {
+                float *restrict o = dst + ((size_t)b * depth + r0 + r) * (size_t)w;
+                const int32_t n = min_i32(w, count - b * w);
+                for (int32_t i = 0; i < n; i++)
+                    o[i] = sr[b * w + i];
+                for (int32_t i = n; i < w; i++)
+                    o[i] = 0.0f;
             }
-            for (int32_t r = 0; r < mr; r++)
-                memcpy(y + (size_t)(m0 + r) * N + n0, acc[r], (size_t)nc * sizeof(float));
         }
+        return;
+    }
+    for (int32_t b = 0; b < nblk; b++) {
+        float *restrict blk = dst + ((size_t)b * depth + r0) * (size_t)w;
+        const int32_t n = min_i32(w, count - b * w);
+        for (int32_t i = 0; i < n; i++) {
+            const float *restrict si = src + (size_t)(b * w + i) * s_idx;
+            for (int32_t r = 0; r < nrows; r++)
+                blk[(size_t)r * w + i] = si[(size_t)r * s_dep];
+        }
+        for (int32_t i = n; i < w; i++)
+            for (int32_t r = 0; r < nrows; r++)
+                blk[(size_t)r * w + i] = 0.0f;
     }
 }
 
-static void elu_rows(float *y, size_t n)
+/* The B operand of a product with N columns: whole column panels read in
+ * place from a row-major matrix (w, or packed when w is NULL) and the last,
+ * partial panel packed and zero-padded (so no read passes the matrix end);
+ * likewise the chains' start values (bias: in place, padded; or none). */
+typedef struct operand_b {
+    const float *w;      /* [depth, N] row-major, or NULL: every panel packed */
+    const float *panels; /* packed panels [panel][depth][NR] */
+    const float *bias;   /* [N] or NULL */
+    const float *padded; /* bias padded to whole panels */
+} operand_b_t;
+
+/* One row tile of a product with N columns: y [rows, N] (row stride N) from
+ * the packed A tile `a` and operand b, each chain started at its bias or at
+ * 0.0f. Whole tiles are stored in place, edge tiles through `tile`. */
+static void rows_product(const cpb_trunk_t *t, const float *a, int32_t depth, const operand_b_t *b,
+                         int32_t N, int32_t rows, float *y, float *tile)
 {
-    for (size_t i = 0; i < n; i++)
-        y[i] = auxtrunk_canon_elu(y[i]);
+    const int32_t nr = t->nr;
+    for (int32_t p = 0; p * nr < N; p++) {
+        const int32_t cols = min_i32(nr, N - p * nr);
+        const int whole = b->w && cols == nr;
+        const float *bp = whole ? b->w + (size_t)p * nr : b->panels + (size_t)p * depth * nr;
+        const size_t ldb = whole ? (size_t)N : (size_t)nr;
+        const float *ip = !b->bias ? NULL
+                          : whole  ? b->bias + (size_t)p * nr
+                                   : b->padded + (size_t)p * nr;
+        float *yp = y + (size_t)p * nr;
+        if (rows == t->mr && cols == nr) {
+            t->ops->tile(depth, a, bp, ldb, ip, yp, (size_t)N);
+            continue;
+        }
+        t->ops->tile(depth, a, bp, ldb, ip, tile, (size_t)nr);
+        for (int32_t i = 0; i < rows; i++)
+            for (int32_t j = 0; j < cols; j++)
+                yp[(size_t)i * N + j] = tile[(size_t)i * nr + j];
+    }
 }
 
-void cpb_forward(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *h1,
+/* ------------------------------------------------------------------------- */
+/* Forward (section 1) and inference (section 4)                             */
+
+typedef struct fwd_call {
+    cpb_trunk_t *t;
+    const atk_params_t *p;
+    const float *x;
+    int32_t batch;
+    float *h1, *h2; /* the record, or NULL for inference (rows in scratch) */
+    float *out;
+} fwd_call_t;
+
+/* Task i of the packing phase: the partial last panel (and bias) of each
+ * layer whose width is not a multiple of NR; whole panels are read in place. */
+static void fwd_pack_task(void *ctx, int32_t i, int32_t thread)
+{
+    (void)thread;
+    const fwd_call_t *c = ctx;
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    const int32_t nr = t->nr;
+    const float *w = NULL, *bias = NULL;
+    float *wp = NULL, *bp = NULL;
+    int32_t K = 0, N = 0;
+    const int32_t widths[3] = {d.h1, d.h2, d.aux};
+    for (int32_t l = 0, seen = 0; l < 3; l++) {
+        if (widths[l] % nr == 0 || seen++ != i)
+            continue;
+        if (l == 0)
+            w = c->p->w1, bias = c->p->b1, wp = t->wp1, bp = t->bp1, K = d.enc, N = d.h1;
+        else if (l == 1)
+            w = c->p->w2, bias = c->p->b2, wp = t->wp2, bp = t->bp2, K = d.h1, N = d.h2;
+        else
+            w = c->p->w3, bias = c->p->b3, wp = t->wp3, bp = t->bp3, K = d.h2, N = d.aux;
+    }
+    const int32_t p = N / nr;
+    const int32_t n0 = p * nr, cols = min_i32(nr, N - n0);
+    /* B(r = k, j = n) = W[k, n] */
+    pack(wp + (size_t)p * K * nr, (size_t)K, 0, w + n0, cols, K, nr, 1, (size_t)N);
+    pack(bp + (size_t)p * nr, 1, 0, bias + n0, cols, 1, nr, 1, 0);
+}
+
+/* Task i of the row phase: samples [i*MR, +MR) through all three layers. */
+static void fwd_rows_task(void *ctx, int32_t i, int32_t thread)
+{
+    const fwd_call_t *c = ctx;
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    const scratch_t *s = &t->scratch[thread];
+    const int32_t b0 = i * t->mr, rows = min_i32(t->mr, c->batch - b0);
+    float *y1 = c->h1 ? c->h1 + (size_t)b0 * d.h1 : s->r1;
+    float *y2 = c->h2 ? c->h2 + (size_t)b0 * d.h2 : s->r2;
+
+    /* A(i, r = k) = act[i, k] */
+    pack(s->a, (size_t)d.enc, 0, c->x + (size_t)b0 * d.enc, rows, d.enc, t->mr, (size_t)d.enc, 1);
+    const operand_b_t b1 = {c->p->w1, t->wp1, c->p->b1, t->bp1};
+    const operand_b_t b2 = {c->p->w2, t->wp2, c->p->b2, t->bp2};
+    const operand_b_t b3 = {c->p->w3, t->wp3, c->p->b3, t->bp3};
+    rows_product(t, s->a, d.enc, &b1, d.h1, rows, y1, s->tile);
+    t->ops->elu(y1, (size_t)rows * d.h1);
+    pack(s->a, (size_t)d.h1, 0, y1, rows, d.h1, t->mr, (size_t)d.h1, 1);
+    rows_product(t, s->a, d.h1, &b2, d.h2, rows, y2, s->tile);
+    t->ops->elu(y2, (size_t)rows * d.h2);
+    pack(s->a, (size_t)d.h2, 0, y2, rows, d.h2, t->mr, (size_t)d.h2, 1);
+    rows_product(t, s->a, d.h2, &b3, d.aux, rows, c->out + (size_t)b0 * d.aux, s->tile);
+}
+
+static void run_forward(fwd_call_t *c)
+{
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    const int32_t partial = (d.h1 % t->nr != 0) + (d.h2 % t->nr != 0) + (d.aux % t->nr != 0);
+    cpb_pool_run(t->pool, partial, fwd_pack_task, c);
+    cpb_pool_run(t->pool, blocks(c->batch, t->mr), fwd_rows_task, c);
+}
+
+void cpb_forward(cpb_trunk_t *t, const atk_params_t *p, const float *x, int32_t batch, float *h1,
                  float *h2, float *out)
 {
-    layer_tiles(x, batch, d.enc, p->w1, d.h1, p->b1, h1);
-    elu_rows(h1, (size_t)batch * d.h1);
-    layer_tiles(h1, batch, d.h1, p->w2, d.h2, p->b2, h2);
-    elu_rows(h2, (size_t)batch * d.h2);
-    layer_tiles(h2, batch, d.h2, p->w3, d.aux, p->b3, out);
+    fwd_call_t c = {t, p, x, batch, h1, h2, out};
+    run_forward(&c);
+}
+
+void cpb_infer(cpb_trunk_t *t, const atk_params_t *p, const float *x, int32_t batch, float *out)
+{
+    fwd_call_t c = {t, p, x, batch, NULL, NULL, out};
+    run_forward(&c);
 }
 
 /* ------------------------------------------------------------------------- */
-/* Hidden gradient (section 2)                                               */
+/* Backward: hidden gradients (section 2) and batch sums (section 3)         */
 
-/*
- * dpre [M, K]: for each (m, k) the dot product of d[m, :] with w[k, :] (the
- * weight's own row, n ascending: no transposed copy), then times ELU'(y[m, k]).
- * d [M, N], w [K, N], y [M, K]. Tiles of TR rows x TC values of k.
- */
-static void hidden_grad(const float *restrict d, int32_t M, int32_t N, const float *restrict w,
-                        int32_t K, const float *restrict y, float *restrict dpre)
+typedef struct bwd_call {
+    cpb_trunk_t *t;
+    const atk_params_t *p;
+    const float *x, *h1, *h2, *dout;
+    const atk_grads_t *g;
+    int accumulate;
+    int32_t nc;       /* chunks of the batch */
+    int32_t chunk;    /* the chunk of the current rows/grads phases */
+    int32_t b0, rows; /* its first sample and its samples */
+} bwd_call_t;
+
+/* Task i of the first phase: panel i of W3^T, then of W2^T. */
+static void bwd_pack_task(void *ctx, int32_t i, int32_t thread)
 {
-    for (int32_t k0 = 0; k0 < K; k0 += TC) {
-        const int32_t kc = min_i32(TC, K - k0);
-        for (int32_t m0 = 0; m0 < M; m0 += TR) {
-            const int32_t mr = min_i32(TR, M - m0);
-            float acc[TR][TC];
-            memset(acc, 0, sizeof acc); /* all-zero bits = 0.0f */
-            for (int32_t n = 0; n < N; n++) {
-                for (int32_t r = 0; r < mr; r++) {
-                    const float dv = d[(size_t)(m0 + r) * N + n];
-                    for (int32_t j = 0; j < kc; j++)
-                        acc[r][j] = fmaf(dv, w[(size_t)(k0 + j) * N + n], acc[r][j]);
-                }
+    (void)thread;
+    const bwd_call_t *c = ctx;
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    const int32_t nr = t->nr, n3 = blocks(d.h2, nr);
+    /* B(r = n, j = k) = W[k, n] for W [K, N]: columns are W's rows */
+    if (i < n3)
+        pack(t->wt3 + (size_t)i * d.aux * nr, (size_t)d.aux, 0, c->p->w3 + (size_t)i * nr * d.aux,
+             min_i32(nr, d.h2 - i * nr), d.aux, nr, (size_t)d.aux, 1);
+    else {
+        i -= n3;
+        pack(t->wt2 + (size_t)i * d.h2 * nr, (size_t)d.h2, 0, c->p->w2 + (size_t)i * nr * d.h2,
+             min_i32(nr, d.h1 - i * nr), d.h2, nr, (size_t)d.h2, 1);
+    }
+}
+
+/* Task i of a chunk's rows phase: samples [i*MR, +MR) of the chunk. */
+static void bwd_rows_task(void *ctx, int32_t i, int32_t thread)
+{
+    const bwd_call_t *c = ctx;
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    const scratch_t *s = &t->scratch[thread];
+    const int32_t lb = i * t->mr, rows = min_i32(t->mr, c->rows - lb);
+    const size_t b = (size_t)c->b0 + lb; /* first sample of the tile */
+    const float *dout = c->dout + b * d.aux, *h2 = c->h2 + b * d.h2, *h1 = c->h1 + b * d.h1;
+    float *dh2 = s->r2, *dh1 = s->r1;
+
+    /* Section 2: dh2_pre from dout and W3, dh1_pre from dh2_pre and W2. */
+    pack(s->a, (size_t)d.aux, 0, dout, rows, d.aux, t->mr, (size_t)d.aux, 1);
+    const operand_b_t wt3 = {NULL, t->wt3, NULL, NULL}, wt2 = {NULL, t->wt2, NULL, NULL};
+    rows_product(t, s->a, d.aux, &wt3, d.h2, rows, dh2, s->tile);
+    t->ops->elu_grad(dh2, h2, (size_t)rows * d.h2);
+    pack(s->a, (size_t)d.h2, 0, dh2, rows, d.h2, t->mr, (size_t)d.h2, 1);
+    rows_product(t, s->a, d.h2, &wt2, d.h1, rows, dh1, s->tile);
+    t->ops->elu_grad(dh1, h1, (size_t)rows * d.h1);
+
+    /* This tile's depth steps [lb, lb + rows) of the chunk's dW operands:
+     * B(r = b, j = n) = g[b, n] and A(i = k, r = b) = a[b, k]. */
+    const size_t cr = (size_t)t->cr;
+    pack(t->g3, cr, lb, dout, d.aux, rows, t->nr, 1, (size_t)d.aux);
+    pack(t->g2, cr, lb, dh2, d.h2, rows, t->nr, 1, (size_t)d.h2);
+    pack(t->g1, cr, lb, dh1, d.h1, rows, t->nr, 1, (size_t)d.h1);
+    pack(t->a3, cr, lb, h2, d.h2, rows, t->mr, 1, (size_t)d.h2);
+    pack(t->a2, cr, lb, h1, d.h1, rows, t->mr, 1, (size_t)d.h1);
+    pack(t->a1, cr, lb, c->x + b * d.enc, d.enc, rows, t->mr, 1, (size_t)d.enc);
+}
+
+/* The columns [c0, c0 + cols) of one weight gradient [K, N] and its bias,
+ * as they sit in a partial set or in the caller's gradients. */
+typedef struct region {
+    int32_t K, N, c0, cols;
+} region_t;
+
+/* dst = src, or dst = dst + src (one addition, left operand first), over a
+ * region's weight rows and bias. */
+static void region_combine(const region_t *r, float *dw, float *db, const float *sw,
+                           const float *sb, int add)
+{
+    for (int32_t k = 0; k <= r->K; k++) {
+        float *restrict o = k < r->K ? dw + (size_t)k * r->N + r->c0 : db + r->c0;
+        const float *restrict v = k < r->K ? sw + (size_t)k * r->N + r->c0 : sb + r->c0;
+        if (add)
+            for (int32_t j = 0; j < r->cols; j++)
+                o[j] = o[j] + v[j];
+        else
+            memcpy(o, v, (size_t)r->cols * sizeof *o);
+    }
+}
+
+/* Task i of a chunk's grads phase: column panel i of dW3, dW2, dW1 in turn. */
+static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
+{
+    const bwd_call_t *c = ctx;
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    const scratch_t *s = &t->scratch[thread];
+    const int32_t nr = t->nr, mr = t->mr, n3 = blocks(d.aux, nr), n2 = blocks(d.h2, nr);
+    const float *a, *g;
+    float *gw, *gb;
+    size_t ow, ob;
+    region_t r;
+    int32_t p;
+    if (i < n3) {
+        a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3;
+        ow = AUXTRUNK_W3_OFFSET(&d), ob = AUXTRUNK_B3_OFFSET(&d);
+        r.K = d.h2, r.N = d.aux, p = i;
+    } else if (i < n3 + n2) {
+        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
+        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
+        r.K = d.h1, r.N = d.h2, p = i - n3;
+    } else {
+        a = t->a1, g = t->g1, gw = c->g->dw1, gb = c->g->db1;
+        ow = AUXTRUNK_W1_OFFSET(&d), ob = AUXTRUNK_B1_OFFSET(&d);
+        r.K = d.enc, r.N = d.h1, p = i - n3 - n2;
+    }
+    r.c0 = p * nr;
+    r.cols = min_i32(nr, r.N - r.c0);
+    const size_t cr = (size_t)t->cr;
+    const float *panel = g + (size_t)p * cr * nr;
+
+    /* Where this chunk's partial goes: straight to the caller's gradients
+     * when the batch is one chunk, else the stack slot of leaf `chunk`. */
+    const int single = c->nc == 1;
+    const int add = single && c->accumulate;
+    int32_t depth = 0;
+    float *dw = gw, *db = gb;
+    if (!single) {
+        depth = __builtin_popcount((unsigned)c->chunk);
+        dw = t->stack + (size_t)depth * t->set + ow;
+        db = t->stack + (size_t)depth * t->set + ob;
+    }
+
+    /* Section 3, chunk partials: pw[k, n] = Σ_b a[b,k]·g[b,n] (fmaf chain),
+     * pb[n] = Σ_b g[b,n] (additions), samples ascending from 0.0f. */
+    for (int32_t k0 = 0; k0 < r.K; k0 += mr) {
+        const float *ak = a + (size_t)(k0 / mr) * cr * mr;
+        const int32_t kr = min_i32(mr, r.K - k0);
+        float *o = dw + (size_t)k0 * r.N + r.c0;
+        if (!add && kr == mr && r.cols == nr) {
+            t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)r.N);
+            continue;
+        }
+        t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
+        for (int32_t k = 0; k < kr; k++)
+            for (int32_t j = 0; j < r.cols; j++) {
+                const float v = s->tile[(size_t)k * nr + j];
+                o[(size_t)k * r.N + j] = add ? o[(size_t)k * r.N + j] + v : v;
             }
-            for (int32_t r = 0; r < mr; r++)
-                for (int32_t j = 0; j < kc; j++) {
-                    const size_t i = (size_t)(m0 + r) * K + k0 + j;
-                    dpre[i] = auxtrunk_canon_elu_grad(acc[r][j], y[i]);
-                }
-        }
     }
+    float *restrict pb = s->tile;
+    for (int32_t j = 0; j < nr; j++)
+        pb[j] = 0.0f;
+    for (int32_t b = 0; b < c->rows; b++)
+        for (int32_t j = 0; j < nr; j++)
+            pb[j] = pb[j] + panel[(size_t)b * nr + j];
+    for (int32_t j = 0; j < r.cols; j++)
+        db[r.c0 + j] = add ? db[r.c0 + j] + pb[j] : pb[j];
+    if (single)
+        return;
+
+    /* The binary counter's carries for this region (see the file comment),
+     * then, after the last chunk, the fold and the store. */
+    float *st = t->stack;
+    const size_t n = t->set;
+    depth++;
+    for (uint32_t pushed = (uint32_t)c->chunk + 1; (pushed & 1u) == 0; pushed >>= 1, depth--)
+        region_combine(&r, st + (size_t)(depth - 2) * n + ow, st + (size_t)(depth - 2) * n + ob,
+                       st + (size_t)(depth - 1) * n + ow, st + (size_t)(depth - 1) * n + ob, 1);
+    if (c->chunk != c->nc - 1)
+        return;
+    for (; depth > 1; depth--)
+        region_combine(&r, st + (size_t)(depth - 2) * n + ow, st + (size_t)(depth - 2) * n + ob,
+                       st + (size_t)(depth - 1) * n + ow, st + (size_t)(depth - 1) * n + ob, 1);
+    region_combine(&r, gw, gb, st + ow, st + ob, c->accumulate);
 }
 
-/* ------------------------------------------------------------------------- */
-/* Batch sums (section 3)                                                    */
-
-/* The pairwise tree over nc partials of `len` floats each, `stride` apart,
- * level by level, left + right; the result is left in partial 0. */
-static void tree_reduce(float *q, int32_t nc, size_t len, size_t stride)
-{
-    for (int32_t s = 1; s < nc; s *= 2)
-        for (int32_t i = 0; i + s < nc; i += 2 * s) {
-            float *restrict left = q + (size_t)i * stride;
-            const float *restrict right = q + (size_t)(i + s) * stride;
-            for (size_t e = 0; e < len; e++)
-                left[e] = left[e] + right[e];
-        }
-}
-
-static void store(float *restrict g, const float *restrict r, size_t n, int accumulate)
-{
-    if (accumulate)
-        for (size_t i = 0; i < n; i++)
-            g[i] = g[i] + r[i];
-    else
-        memcpy(g, r, n * sizeof *g);
-}
-
-/*
- * dW [K, N] = Σ_b a[b, k]·g[b, n] and db [N] = Σ_b g[b, n], a [B, K], g [B, N].
- * Rows of dW are taken KT at a time (KT·N <= SUM_TILE, at least one row); for
- * such a tile every chunk's partial is formed (samples ascending, from 0.0f)
- * into q, then the tree combines them.
- */
-static void batch_sums(const float *restrict a, const float *restrict g, int32_t B, int32_t K,
-                       int32_t N, float *dw, float *db, int accumulate, float *restrict q)
-{
-    const int32_t nc = auxtrunk_canon_chunks(B);
-    int32_t KT = SUM_TILE / N;
-    if (KT < 1)
-        KT = 1;
-    for (int32_t k0 = 0; k0 < K; k0 += KT) {
-        const int32_t kt = min_i32(KT, K - k0);
-        const size_t len = (size_t)kt * N;
-        for (int32_t i = 0; i < nc; i++) {
-            float *restrict p = q + (size_t)i * len;
-            memset(p, 0, len * sizeof *p);
-            const int32_t b_end = min_i32(B, (i + 1) * C);
-            for (int32_t b = i * C; b < b_end; b++) {
-                const float *restrict gb = g + (size_t)b * N;
-                for (int32_t kk = 0; kk < kt; kk++) {
-                    const float av = a[(size_t)b * K + k0 + kk];
-                    float *restrict pk = p + (size_t)kk * N;
-                    for (int32_t n = 0; n < N; n++)
-                        pk[n] = fmaf(av, gb[n], pk[n]);
-                }
-            }
-        }
-        tree_reduce(q, nc, len, len);
-        store(dw + (size_t)k0 * N, q, len, accumulate);
-    }
-    for (int32_t i = 0; i < nc; i++) {
-        float *restrict p = q + (size_t)i * N;
-        memset(p, 0, (size_t)N * sizeof *p);
-        const int32_t b_end = min_i32(B, (i + 1) * C);
-        for (int32_t b = i * C; b < b_end; b++)
-            for (int32_t n = 0; n < N; n++)
-                p[n] = p[n] + g[(size_t)b * N + n];
-    }
-    tree_reduce(q, nc, (size_t)N, (size_t)N);
-    store(db, q, (size_t)N, accumulate);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Backward                                                                  */
-
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-
-/* Floats of one chunk partial of any tile: max(SUM_TILE, widest N). */
-static size_t partial_floats(atk_dims_t d)
-{
-    size_t w = max_sz(max_sz((size_t)d.h1, (size_t)d.h2), (size_t)d.aux);
-    return max_sz(SUM_TILE, w);
-}
-
-size_t cpb_backward_workspace(atk_dims_t d, int32_t max_batch)
-{
-    size_t B = (size_t)max_batch;
-    return B * (size_t)d.h2 + B * (size_t)d.h1 +
-           (size_t)auxtrunk_canon_chunks(max_batch) * partial_floats(d);
-}
-
-void cpb_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const float *h1,
                   const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
-                  int accumulate, float *ws)
+                  int accumulate)
 {
-    float *dh2 = ws;                              /* [batch, H2] */
-    float *dh1 = dh2 + (size_t)batch * d.h2;      /* [batch, H1] */
-    float *q = dh1 + (size_t)batch * d.h1;        /* chunk partials of one tile */
-
-    hidden_grad(dout, batch, d.aux, p->w3, d.h2, h2, dh2);
-    hidden_grad(dh2, batch, d.h2, p->w2, d.h1, h1, dh1);
-
-    batch_sums(h2, dout, batch, d.h2, d.aux, g->dw3, g->db3, accumulate, q);
-    batch_sums(h1, dh2, batch, d.h1, d.h2, g->dw2, g->db2, accumulate, q);
-    batch_sums(x, dh1, batch, d.enc, d.h1, g->dw1, g->db1, accumulate, q);
+    const atk_dims_t d = t->d;
+    bwd_call_t c = {t, p, x, h1, h2, dout, g, accumulate, auxtrunk_canon_chunks(batch), 0, 0, 0};
+    const int32_t nr = t->nr;
+    cpb_pool_run(t->pool, blocks(d.h2, nr) + blocks(d.h1, nr), bwd_pack_task, &c);
+    const int32_t grad_panels = blocks(d.aux, nr) + blocks(d.h2, nr) + blocks(d.h1, nr);
+    for (c.chunk = 0; c.chunk < c.nc; c.chunk++) {
+        c.b0 = c.chunk * C;
+        c.rows = min_i32(C, batch - c.b0);
+        cpb_pool_run(t->pool, blocks(c.rows, t->mr), bwd_rows_task, &c);
+        cpb_pool_run(t->pool, grad_panels, bwd_grads_task, &c);
+    }
 }

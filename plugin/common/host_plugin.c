@@ -31,6 +31,7 @@ struct auxtrunk_handle {
     float *h2;       /* [max_batch, H2] likewise */
     float *infer_ws; /* inference scratch: never the record */
     float *bwd_ws;   /* backward workspace (the kernel set sizes it) */
+    void *state;     /* a stateful kernel set's state, else NULL */
 };
 
 static const atp_host_kernels_t *const K = &atp_host_plugin_kernels;
@@ -75,6 +76,8 @@ static void fpenv_leave(host_fpenv_t saved) { fesetenv(&saved); }
 /* destroy's part (atp_destroy): the buffers init allocated. */
 static int32_t host_release(auxtrunk_handle_t *h)
 {
+    if (K->stateful)
+        K->stateful->destroy(h->state);
     free(h->bwd_ws);
     free(h->infer_ws);
     free(h->h2);
@@ -117,10 +120,19 @@ static int32_t host_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     *bytes = sizeof *h;
     const atk_dims_t d = atp_kernel_dims(&dims);
     size_t B = (size_t)dims.max_batch;
+    st = AUXTRUNK_E_OUT_OF_MEMORY;
     if (!(h->h1 = alloc_floats(B * (size_t)dims.h1, bytes)))
         goto fail_h1;
     if (!(h->h2 = alloc_floats(B * (size_t)dims.h2, bytes)))
         goto fail_h2;
+    if (K->stateful) {
+        uint64_t state_bytes = 0;
+        if ((st = K->stateful->create(d, dims.max_batch, &h->state, &state_bytes)) != AUXTRUNK_OK)
+            goto fail_state;
+        *bytes += state_bytes;
+        *out_handle = h;
+        return AUXTRUNK_OK;
+    }
     if (!(h->infer_ws = alloc_floats(K->infer_workspace(d), bytes)))
         goto fail_infer;
     if (!(h->bwd_ws = alloc_floats(K->backward_workspace(d, dims.max_batch), bytes)))
@@ -131,12 +143,13 @@ static int32_t host_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
 fail_bwd:
     free(h->infer_ws);
 fail_infer:
+fail_state:
     free(h->h2);
 fail_h2:
     free(h->h1);
 fail_h1:
     free(h);
-    return AUXTRUNK_E_OUT_OF_MEMORY;
+    return st;
 }
 
 
@@ -156,7 +169,12 @@ static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params
     const atk_dims_t d = atp_kernel_dims(&h->base.dims);
     const atk_params_t p = atp_kernel_params(params);
     host_fpenv_t env = fpenv_enter();
-    if (record)
+    const atp_host_stateful_t *S = K->stateful;
+    if (S && record)
+        S->forward(h->state, &p, x, batch, h->h1, h->h2, out);
+    else if (S)
+        S->infer(h->state, &p, x, batch, out);
+    else if (record)
         K->forward(d, &p, x, batch, h->h1, h->h2, out);
     else
         K->infer(d, &p, x, batch, out, h->infer_ws);
@@ -195,8 +213,12 @@ static int32_t host_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
     const atk_params_t p = atp_kernel_params(params);
     const atk_grads_t g = atp_kernel_grads(grads);
     host_fpenv_t env = fpenv_enter();
-    K->backward(atp_kernel_dims(&h->base.dims), &p, x, h->h1, h->h2, dout, batch, &g,
-                (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0, h->bwd_ws);
+    const int accumulate = (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0;
+    if (K->stateful)
+        K->stateful->backward(h->state, &p, x, h->h1, h->h2, dout, batch, &g, accumulate);
+    else
+        K->backward(atp_kernel_dims(&h->base.dims), &p, x, h->h1, h->h2, dout, batch, &g,
+                    accumulate, h->bwd_ws);
     fpenv_leave(env);
     atp_ok(&h->base);
     return AUXTRUNK_OK;
