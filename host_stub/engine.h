@@ -54,6 +54,12 @@ typedef struct ath_engine_cfg {
     const ath_task_t *task; /* the replay buffer (host memory), alive while the engine is */
     int device;             /* CUDA ordinal, -1 = current (cuda only) */
     int graph;              /* capture the step into a CUDA graph where the plugin allows */
+    /* Data parallel (dist.h, cuda only): this rank's batch is global slots
+     * [slot0, slot0 + batch) of a global batch of batch_total; its gradients
+     * and loss are combined with the other ranks' through dist. One device:
+     * dist NULL, slot0 0, batch_total = batch. */
+    struct ath_dist *dist;
+    int32_t slot0, batch_total;
 } ath_engine_cfg_t;
 
 typedef struct ath_engine ath_engine_t;
@@ -109,6 +115,10 @@ extern const ath_engine_ops_t ath_engine_cuda_ops;
 /* The host's reference of the step's arithmetic, also used by the tests:
  * the loss of n = B·AUX elements (dout written), with q [n] as scratch. */
 float ath_loss_host(const float *out, const float *target, size_t n, float *dout, float *q);
+/* The tree sum of the loss elements of n of the n_total elements (a rank's
+ * shard: dout divided by n_total), before ath_loss_of_sum. */
+float ath_loss_sum_host(const float *out, const float *target, size_t n, size_t n_total,
+                        float *dout, float *q);
 /* 1 when any of the n values is not finite. */
 int ath_any_nonfinite(const float *g, size_t n);
 

@@ -5,10 +5,12 @@
  * step_cuda.cu around the plugin's calls, or replayed as one CUDA graph
  * captured from that same enqueue. The host waits only in sync.
  *
- * The step, in stream order (multi-GPU: a combine of the gradients of
- * several ranks belongs between backward and the check, where every rank
- * then holds the same gradients and runs the same verdict and Adam):
+ * The step, in stream order:
  *   gather -> plugin forward -> loss -> plugin backward -> check -> verdict -> Adam
+ * Data parallel (dist.h), each rank gathers its shard, and between backward
+ * and the check the ranks' gradients and loss sums are all-gathered and
+ * combined in rank order (combine.h), so every rank then holds the same
+ * gradients and loss and runs the same verdict and Adam.
  */
 #include "engine.h"
 
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "devmem.h"
+#include "dist.h"
 #include "layout.h"
 #include "step_cuda.h"
 
@@ -34,6 +37,7 @@ typedef struct cuda_engine {
     ath_scalars_t *sc;
     float *ring;                   /* [ATH_ENGINE_RING] */
     float *buf_x, *buf_t;          /* the replay buffer */
+    float *gathered, *lsum;        /* data parallel: [world, P] and [world] */
     uint32_t n, n_part;
     void *graph;                   /* the captured step, or NULL */
     int graph_failed;              /* this plugin's step could not be captured */
@@ -57,7 +61,8 @@ static void cuda_close(ath_engine_t *e)
         (void)c->mem->ops->sync(c->mem, NULL);
         c->mem->ops->graph_free(c->mem, c->graph);
         void *bufs[] = {c->params, c->m,    c->v,    c->grads, c->x,    c->target, c->out,
-                        c->dout,   c->part, c->bad,  c->sc,    c->ring, c->buf_x,  c->buf_t};
+                        c->dout,   c->part, c->bad,  c->sc,    c->ring, c->buf_x,  c->buf_t,
+                        c->gathered, c->lsum};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
                 c->mem->ops->release(c->mem, bufs[i]);
@@ -79,6 +84,7 @@ static int cuda_open(ath_engine_t *e, ath_err_t *err)
     const size_t P = g->n_params, B = (size_t)g->batch;
     const size_t ENC = (size_t)g->config.enc, AUX = (size_t)g->config.aux;
     c->n = (uint32_t)(B * AUX);
+    const size_t world = g->dist ? (size_t)g->dist->world : 0;
     c->n_part = (c->n + ATH_CUDA_SEGMENT - 1) / ATH_CUDA_SEGMENT;
     if (ath_devmem_open(ATH_SPACE_CUDA, g->device, &c->mem, err) != 0) {
         cuda_close(e);
@@ -102,9 +108,13 @@ static int cuda_open(ath_engine_t *e, ath_err_t *err)
         {(void **)&c->ring, ATH_ENGINE_RING * sizeof(float)},
         {(void **)&c->buf_x, (size_t)task->n * ENC * sizeof(float)},
         {(void **)&c->buf_t, (size_t)task->n * AUX * sizeof(float)},
+        {(void **)&c->gathered, world * P * sizeof(float)},
+        {(void **)&c->lsum, world * sizeof(float)},
     };
     ath_devmem_t *mem = c->mem;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (bufs[i].bytes == 0)
+            continue;
         if (mem->ops->alloc(mem, bufs[i].bytes, bufs[i].p, err) != 0) {
             cuda_close(e);
             return -1;
@@ -168,21 +178,34 @@ static int enqueue(ath_engine_t *e, ath_trunk_t *t, int timed, ath_err_t *err)
             return -1;                                                                        \
     } while (0)
     MARK(0);
-    CU_TRY(ath_cuda_gather(st, c->buf_x, c->buf_t, g->task->key, g->task->log2n, c->sc, B,
-                           g->config.enc, g->config.aux, c->x, c->target));
+    CU_TRY(ath_cuda_gather_shard(st, c->buf_x, c->buf_t, g->task->key, g->task->log2n, c->sc,
+                                 g->slot0, B, g->config.enc, g->config.aux, c->x, c->target));
     MARK(ATH_PHASE_DATA + 1);
     int32_t s = api->forward(t->plugin.handle, &pv, c->x, B, c->out, 0, st);
     if (s != AUXTRUNK_OK)
         return ath_plugin_failf(&t->plugin, s, err, "forward");
     MARK(ATH_PHASE_FORWARD + 1);
-    CU_TRY(ath_cuda_loss(st, c->out, c->target, c->n, c->dout, c->part));
+    const uint32_t n_total = (uint32_t)((size_t)g->batch_total * (size_t)g->config.aux);
+    CU_TRY(ath_cuda_loss_shard(st, c->out, c->target, c->n, n_total, c->dout, c->part));
     MARK(ATH_PHASE_LOSS + 1);
     s = api->backward(t->plugin.handle, &pv, c->x, c->dout, B, &gv, 0, st);
     if (s != AUXTRUNK_OK)
         return ath_plugin_failf(&t->plugin, s, err, "backward");
     MARK(ATH_PHASE_BACKWARD + 1);
+    uint32_t n_part = c->n_part;
+    if (g->dist) {
+        /* The rank's loss sum into part[0]; every rank's sums and gradients
+         * gathered, then combined in rank order into part[0] and grads. */
+        CU_TRY(ath_cuda_loss_reduce(st, c->part, c->n_part));
+        if (ath_dist_allgather(g->dist, c->grads, c->gathered, g->n_params, st, err) != 0 ||
+            ath_dist_allgather(g->dist, c->part, c->lsum, 1, st, err) != 0)
+            return -1;
+        CU_TRY(ath_cuda_combine(st, c->gathered, g->n_params, g->dist->world, c->grads));
+        CU_TRY(ath_cuda_combine(st, c->lsum, 1, g->dist->world, c->part));
+        n_part = 1;
+    }
     CU_TRY(ath_cuda_check(st, c->grads, g->n_params, c->bad));
-    CU_TRY(ath_cuda_verdict(st, c->part, c->n_part, c->bad, c->n, g->hp, c->sc, c->ring,
+    CU_TRY(ath_cuda_verdict(st, c->part, n_part, c->bad, n_total, g->hp, c->sc, c->ring,
                             ATH_ENGINE_RING));
     MARK(ATH_PHASE_VERDICT + 1);
     CU_TRY(ath_cuda_adam(st, c->params, c->m, c->v, c->grads, g->n_params, c->sc, g->hp));
@@ -250,6 +273,10 @@ static int cuda_sync(ath_engine_t *e, ath_err_t *err)
 {
     cuda_engine_t *c = e->impl;
     ath_devmem_t *mem = c->mem;
+    /* A rank's stream waits on the others' collectives: watched, so that a
+     * failed or hung rank ends this one too. */
+    if (e->cfg.dist && ath_dist_wait(e->cfg.dist, mem->stream, err) != 0)
+        return -1;
     if (mem->ops->sync(mem, err) != 0 ||
         mem->ops->download(mem, &e->sc, c->sc, sizeof e->sc, err) != 0 ||
         mem->ops->download(mem, e->ring, c->ring, sizeof e->ring, err) != 0)

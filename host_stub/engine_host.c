@@ -16,16 +16,22 @@ typedef struct host_engine {
     float *out, *dout, *q;         /* [B, AUX] each; q: the loss elements */
 } host_engine_t;
 
-float ath_loss_host(const float *out, const float *target, size_t n, float *dout, float *q)
+float ath_loss_sum_host(const float *out, const float *target, size_t n, size_t n_total,
+                        float *dout, float *q)
 {
-    const float nf = (float)n;
+    const float nf = (float)n_total;
     for (size_t i = 0; i < n; i++)
         q[i] = ath_loss_elem(out[i], target[i], nf, &dout[i]);
     /* The canon's tree, level by level (step_canon.h). */
     for (size_t s = 1; s < n; s *= 2)
         for (size_t i = 0; i + s < n; i += 2 * s)
             ath_tree_node(q, (uint32_t)n, (uint32_t)s, (uint32_t)i);
-    return ath_loss_of_sum(n ? q[0] : 0.0f, nf);
+    return n ? q[0] : 0.0f;
+}
+
+float ath_loss_host(const float *out, const float *target, size_t n, float *dout, float *q)
+{
+    return ath_loss_of_sum(ath_loss_sum_host(out, target, n, n, dout, q), (float)n);
 }
 
 int ath_any_nonfinite(const float *g, size_t n)

@@ -16,6 +16,7 @@
 
 #include "bench.h"
 #include "checkpoint.h"
+#include "dist.h"
 #include "loader.h"
 #include "options.h"
 #include "safefile.h"
@@ -315,6 +316,7 @@ static int cmd_train(int argc, char **argv, int first)
         NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for a CUDA plugin"),
         PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "no progress lines, only the summary"),
         PLAIN("no-graph", NULL, ATH_OPT_FLAG, &o.no_graph, "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"),
+        NUM_T("gpus", "N", ATH_OPT_INT, &o.gpus, 1, ATH_DIST_MAX_RANKS, NULL, "data parallel: one process per GPU, NCCL between them (--batch is the global batch)"),
         NUM("call-timeout", "SECONDS", ATH_OPT_DOUBLE, &o.call_timeout_s, 0, 1e9, "end the run (exit 5) if a plugin call or the device hangs this long (0 = never)"),
         PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"),
         NUM_T("swap-poll-ms", "MS", ATH_OPT_INT, &sw.poll_ms, 1, 3600000, "inotify", "hot-swap: poll the directory every MS ms instead of inotify"),
@@ -354,6 +356,9 @@ static int cmd_train(int argc, char **argv, int first)
         sw.vet_exe = "/proc/self/exe";
         o.swap = &sw;
     }
+    ath_dist_env_t env;
+    if (o.gpus && ath_dist_train_prepare(&o, &env, argc, argv, &code) != 0)
+        return code;
     return ath_train_run(&o);
 }
 

@@ -12,14 +12,15 @@
 /* ------------------------------------------------------------------------- */
 /* The batch draw                                                            */
 
-/* One block per sample of the batch: all threads compute the same index. */
+/* One block per sample of the batch: all threads compute the same index.
+ * Row b holds global slot slot0 + b (a data-parallel rank's shard). */
 __global__ void gather_kernel(const float *__restrict__ buf_x, const float *__restrict__ buf_t,
                               uint64_t key, int log2n, const ath_scalars_t *__restrict__ sc,
-                              int32_t enc, int32_t aux, float *__restrict__ x,
+                              uint32_t slot0, int32_t enc, int32_t aux, float *__restrict__ x,
                               float *__restrict__ target)
 {
     const uint32_t b = blockIdx.x;
-    const size_t i = ath_replay_index(key, sc->step + 1, b, log2n);
+    const size_t i = ath_replay_index(key, sc->step + 1, slot0 + b, log2n);
     for (int32_t k = threadIdx.x; k < enc; k += blockDim.x)
         x[(size_t)b * enc + k] = buf_x[i * enc + k];
     for (int32_t j = threadIdx.x; j < aux; j += blockDim.x)
@@ -44,13 +45,16 @@ __device__ void tree_in_block(float *q, uint32_t len)
 }
 
 /* Segment blockIdx.x: elements [seg·SEGMENT, min(n, (seg+1)·SEGMENT)). */
+/* dout is divided by n_total (n for one device; B·AUX of the global batch
+ * for a data-parallel rank's n elements). */
 __global__ void loss_kernel(const float *__restrict__ out, const float *__restrict__ target,
-                            uint32_t n, float *__restrict__ dout, float *__restrict__ part)
+                            uint32_t n, uint32_t n_total, float *__restrict__ dout,
+                            float *__restrict__ part)
 {
     __shared__ float q[ATH_CUDA_SEGMENT];
     const size_t base = (size_t)blockIdx.x * ATH_CUDA_SEGMENT;
     const uint32_t len = (uint32_t)min((size_t)ATH_CUDA_SEGMENT, (size_t)n - base);
-    const float nf = (float)n;
+    const float nf = (float)n_total;
     const uint32_t t = threadIdx.x;
     if (t < len)
         q[t] = ath_loss_elem(out[base + t], target[base + t], nf, &dout[base + t]);
@@ -74,13 +78,11 @@ __global__ void check_kernel(const float *__restrict__ grads, size_t n, uint32_t
         bad[blockIdx.x] = (uint32_t)any;
 }
 
-/* One block of ATH_CUDA_SEGMENT threads. The segment sums are the tree's
+/* By one block of ATH_CUDA_SEGMENT threads: the segment sums are the tree's
  * nodes at level log2(SEGMENT); reducing them in aligned groups of SEGMENT,
- * level after level, walks the rest of the same tree. Group g's sum goes to
- * part[g], an index of a group already read. */
-__global__ void verdict_kernel(float *part, uint32_t n_part, const uint32_t *__restrict__ bad,
-                               uint32_t n, ath_adam_hp_t hp, ath_scalars_t *sc,
-                               float *__restrict__ ring, uint32_t ring_n)
+ * level after level, walks the rest of the same tree, into part[0]. Group
+ * g's sum goes to part[g], an index of a group already read. */
+__device__ void reduce_parts(float *part, uint32_t n_part)
 {
     __shared__ float q[ATH_CUDA_SEGMENT];
     const uint32_t t = threadIdx.x;
@@ -97,6 +99,16 @@ __global__ void verdict_kernel(float *part, uint32_t n_part, const uint32_t *__r
             __syncthreads();
         }
     }
+}
+
+__global__ void loss_reduce_kernel(float *part, uint32_t n_part) { reduce_parts(part, n_part); }
+
+__global__ void verdict_kernel(float *part, uint32_t n_part, const uint32_t *__restrict__ bad,
+                               uint32_t n, ath_adam_hp_t hp, ath_scalars_t *sc,
+                               float *__restrict__ ring, uint32_t ring_n)
+{
+    const uint32_t t = threadIdx.x;
+    reduce_parts(part, n_part);
     const int grads_bad = __syncthreads_or(t < ATH_CUDA_CHECK_BLOCKS && bad[t] != 0);
     if (t == 0) {
         const float loss = ath_loss_of_sum(n_part ? part[0] : 0.0f, (float)n);
@@ -129,20 +141,42 @@ static unsigned blocks_for(size_t n, unsigned threads, unsigned cap)
     return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
+extern "C" int ath_cuda_gather_shard(void *stream, const float *buf_x, const float *buf_t,
+                                     uint64_t key, int log2n, const ath_scalars_t *sc,
+                                     int32_t slot0, int32_t B, int32_t enc, int32_t aux, float *x,
+                                     float *target)
+{
+    gather_kernel<<<(unsigned)B, 128, 0, (cudaStream_t)stream>>>(buf_x, buf_t, key, log2n, sc,
+                                                                  (uint32_t)slot0, enc, aux, x,
+                                                                  target);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int ath_cuda_gather(void *stream, const float *buf_x, const float *buf_t,
                                uint64_t key, int log2n, const ath_scalars_t *sc, int32_t B,
                                int32_t enc, int32_t aux, float *x, float *target)
 {
-    gather_kernel<<<(unsigned)B, 128, 0, (cudaStream_t)stream>>>(buf_x, buf_t, key, log2n, sc,
-                                                                  enc, aux, x, target);
+    return ath_cuda_gather_shard(stream, buf_x, buf_t, key, log2n, sc, 0, B, enc, aux, x, target);
+}
+
+extern "C" int ath_cuda_loss_shard(void *stream, const float *out, const float *target,
+                                   uint32_t n, uint32_t n_total, float *dout, float *part)
+{
+    const unsigned segs = (n + ATH_CUDA_SEGMENT - 1) / ATH_CUDA_SEGMENT;
+    loss_kernel<<<segs, ATH_CUDA_SEGMENT, 0, (cudaStream_t)stream>>>(out, target, n, n_total,
+                                                                     dout, part);
     return (int)cudaGetLastError();
 }
 
 extern "C" int ath_cuda_loss(void *stream, const float *out, const float *target, uint32_t n,
                              float *dout, float *part)
 {
-    const unsigned segs = (n + ATH_CUDA_SEGMENT - 1) / ATH_CUDA_SEGMENT;
-    loss_kernel<<<segs, ATH_CUDA_SEGMENT, 0, (cudaStream_t)stream>>>(out, target, n, dout, part);
+    return ath_cuda_loss_shard(stream, out, target, n, n, dout, part);
+}
+
+extern "C" int ath_cuda_loss_reduce(void *stream, float *part, uint32_t n_part)
+{
+    loss_reduce_kernel<<<1, ATH_CUDA_SEGMENT, 0, (cudaStream_t)stream>>>(part, n_part);
     return (int)cudaGetLastError();
 }
 

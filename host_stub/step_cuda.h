@@ -29,10 +29,25 @@ int ath_cuda_gather(void *stream, const float *buf_x, const float *buf_t, uint64
                     int log2n, const ath_scalars_t *sc, int32_t B, int32_t enc, int32_t aux,
                     float *x, float *target);
 
+/* The same for a data-parallel rank: row b of x and target holds global
+ * slot slot0 + b. */
+int ath_cuda_gather_shard(void *stream, const float *buf_x, const float *buf_t, uint64_t key,
+                          int log2n, const ath_scalars_t *sc, int32_t slot0, int32_t B,
+                          int32_t enc, int32_t aux, float *x, float *target);
+
 /* dout [n] and the loss elements' sums per aligned segment of
  * ATH_CUDA_SEGMENT: part [ceil(n / ATH_CUDA_SEGMENT)]. */
 int ath_cuda_loss(void *stream, const float *out, const float *target, uint32_t n, float *dout,
                   float *part);
+
+/* The same for a data-parallel rank's n of the n_total elements (dout is
+ * divided by n_total). */
+int ath_cuda_loss_shard(void *stream, const float *out, const float *target, uint32_t n,
+                        uint32_t n_total, float *dout, float *part);
+
+/* One block: part [n_part] reduced in place by the canon's tree into part[0]
+ * (a rank's loss sum, before the combine). */
+int ath_cuda_loss_reduce(void *stream, float *part, uint32_t n_part);
 
 /* bad [ATH_CUDA_CHECK_BLOCKS]: 1 where a block found a non-finite gradient. */
 int ath_cuda_check(void *stream, const float *grads, size_t n_params, uint32_t *bad);

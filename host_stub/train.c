@@ -40,6 +40,8 @@
 
 #include "adam.h"
 #include "checkpoint.h"
+#include "combine.h"
+#include "dist.h"
 #include "engine.h"
 #include "layout.h"
 #include "report.h"
@@ -63,6 +65,7 @@ typedef struct run {
     ath_curve_t curve;
     ath_csv_t csv;
     ath_swap_t *swap;          /* NULL unless hot-swapping */
+    ath_dist_t *dist;          /* NULL unless data parallel (dist.h) */
     ath_engine_cfg_t ecfg;
     ath_engine_t *eng[3];      /* by ath_space_t, opened on first use */
     ath_engine_t *e;           /* the engine of the live plugin */
@@ -134,6 +137,7 @@ static void run_free(run_t *r)
      * whose kernels it ran goes away. */
     for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
         ath_engine_close(r->eng[i]);
+    ath_dist_close(r->dist);
     ath_swap_destroy(r->swap);
     ath_trunk_close(&r->trunk);
     ath_task_destroy(&r->task);
@@ -273,7 +277,10 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
     memset(r, 0, sizeof *r);
     r->o = o;
     r->first_loss = r->last_loss = NAN;
-    auxtrunk_config_t config = {sizeof config, 0, o->enc, o->h1, o->h2, o->aux, o->batch, -1};
+    /* Data parallel, the plugin's handle takes this rank's shard. */
+    const int ranks = o->dist ? o->dist->world : 1;
+    const int32_t shard = o->batch / ranks;
+    auxtrunk_config_t config = {sizeof config, 0, o->enc, o->h1, o->h2, o->aux, shard, -1};
     ath_load_status_t ls;
     if (o->swap) {
         if (ath_swap_create(&r->swap, o->swap, &config, o->device, &r->err) != 0) {
@@ -307,7 +314,26 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
                                  .hp = ath_adam_settings(o->lr),
                                  .task = &r->task,
                                  .device = o->device,
-                                 .graph = !o->no_graph};
+                                 .graph = !o->no_graph,
+                                 .dist = NULL,
+                                 .slot0 = 0,
+                                 .batch_total = o->batch};
+    if (o->dist) {
+        if (r->trunk.plugin.space != ATH_SPACE_CUDA) {
+            fprintf(stderr, "auxtrunk-host: --gpus needs a CUDA plugin (%s is a host plugin)\n",
+                    r->trunk.plugin.path);
+            return ATH_EXIT_USAGE;
+        }
+        /* Half the watchdog's limit: a stalled exchange is reported as one,
+         * on every rank, before the watchdog would end the process. */
+        if (ath_dist_open(&r->dist, o->dist, o->device, o->call_timeout_s / 2, &r->err) != 0) {
+            fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
+            return ATH_EXIT_FAILURE;
+        }
+        r->ecfg.batch = shard;
+        r->ecfg.dist = r->dist;
+        r->ecfg.slot0 = o->dist->rank * shard;
+    }
 
     /* Fresh start or resume. */
     ath_scalars_t sc = ath_scalars_at(0, 0, r->ecfg.hp);
@@ -354,6 +380,19 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
                                        : " for the whole run, steps enqueued one by one")
                       : "",
            r->task.n);
+    if (o->dist) {
+        const int grads_exact = ath_dp_grads_exact(o->batch, ranks);
+        const int loss_exact = ath_dp_loss_exact(o->batch, ranks, o->aux);
+        printf("  data parallel: %d ranks through NCCL, %d samples each of the global batch %d; "
+               "%s\n",
+               ranks, shard, o->batch,
+               grads_exact && loss_exact
+                   ? "bit-identical to one GPU on the full batch"
+                   : grads_exact ? "gradients bit-identical to one GPU, the loss NOT (the shard's "
+                                   "B/N*AUX elements are not a power of two); deterministic"
+                                 : "NOT bit-identical to one GPU (the shard is not 256*2^k "
+                                   "samples); deterministic for this number of GPUs");
+    }
     fflush(stdout);
     r->t_start = r->t_mark = r->t_sync = ath_now_s();
     r->s_mark = r->step0;
@@ -615,6 +654,10 @@ static int run_summary(run_t *r, step_outcome_t oc)
         printf("summary: the checkpoint is already at step %llu; nothing to do\n",
                (unsigned long long)r->step0);
     timing_summary(r, elapsed, ran);
+    if (r->dist && ran)
+        printf("summary: data parallel: %d ranks, global batch %d (%d per rank), %.1f us per "
+               "step (tests/cuda/bench_dp.sh compares with one GPU)\n",
+               r->dist->world, o->batch, o->batch / r->dist->world, elapsed * 1e6 / (double)ran);
     if (r->swap) {
         ath_swap_stats_t st = ath_swap_stats(r->swap);
         printf("summary: hot-swap: %u taken, %u refused, %u unchanged, %u rolled back\n", st.taken,

@@ -40,6 +40,8 @@ typedef struct ath_train_opts {
     const struct ath_swap_opts *swap; /* hot-swap settings (swap.h), or NULL for none */
     int no_graph;          /* CUDA plugins: enqueue every step, never a CUDA graph */
     double call_timeout_s; /* watchdog: longest a plugin call or a device wait may take; 0 = none */
+    int gpus;              /* data parallel over this many ranks (dist.h); 0 = one device */
+    const struct ath_dist_env *dist; /* this worker's rank (dist.h), or NULL */
 } ath_train_opts_t;
 
 /* Runs training; prints progress to stdout and errors to stderr. Returns an

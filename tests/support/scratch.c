@@ -122,3 +122,13 @@ int tst_wait(pid_t pid, double limit_s, const char *tag, char **out, char **err)
     *err = tst_slurp(path, NULL);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+int tst_same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    char *da = tst_slurp(a, &na), *db = tst_slurp(b, &nb);
+    const int same = na == nb && memcmp(da, db, na) == 0;
+    free(da);
+    free(db);
+    return same;
+}

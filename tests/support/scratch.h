@@ -30,6 +30,9 @@ char *tst_path_in(const char *name);
  * to EOF, so /proc files (which report size 0) work too. Caller frees. */
 char *tst_slurp(const char *path, size_t *len);
 
+/* 1 when the two files hold the same bytes. */
+int tst_same_file(const char *a, const char *b);
+
 /* Writes n bytes to path (created or truncated), then sets its mode. */
 void tst_spit(const char *path, const void *data, size_t n, mode_t mode);
 

@@ -21,7 +21,6 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +39,8 @@
 #endif
 
 #include "auxtrunk.h"
+#define AUXTRUNK_LOADER_IMPLEMENTATION
+#include "auxtrunk_loader.h"
 #include "bits.h"
 #include "canon32.h"
 #include "cpu_blocked.h"
@@ -380,20 +381,17 @@ static int thread_count_now(void)
     return n;
 }
 
+/* The plugin through the installed loader (it stays loaded for the process). */
 static const auxtrunk_api_t *plugin_api(void)
 {
-    static auxtrunk_api_t table;
-    void *lib = dlopen(AUXTRUNK_CPU_BLOCKED_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(lib != NULL, "dlopen: %s", dlerror());
-    void *sym = dlsym(lib, AUXTRUNK_ENTRY_SYMBOL);
-    ck_assert_ptr_nonnull(sym);
-    auxtrunk_entry_fn fn;
-    memcpy(&fn, &sym, sizeof fn);
-    auxtrunk_host_info_t h = {sizeof h, AUXTRUNK_ABI_VERSION, AUXTRUNK_ABI_VERSION, 0};
-    table.struct_size = sizeof table;
-    ck_assert_int_eq(fn(&h, &table), AUXTRUNK_OK);
-    ck_assert_str_eq(table.impl_name, "cpu-blocked");
-    return &table;
+    static auxtrunk_plugin_t pl;
+    char msg[AUXTRUNK_LOAD_MESSAGE_MAX];
+    if (!pl.lib)
+        ck_assert_msg(auxtrunk_plugin_load(&pl, AUXTRUNK_CPU_BLOCKED_PLUGIN_PATH, msg,
+                                           sizeof msg) == AUXTRUNK_LOAD_OK,
+                      "%s", msg);
+    ck_assert_str_eq(pl.api.impl_name, "cpu-blocked");
+    return &pl.api;
 }
 
 static int affinity_cpus(void)
