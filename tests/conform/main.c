@@ -466,6 +466,7 @@ int main(int argc, char **argv)
         if (paths[i] && access(paths[i], R_OK) != 0) {
             fprintf(stderr, "auxtrunk-conform: cannot read %s%s: %s\n",
                     i ? "the reference plugin " : "", paths[i], strerror(errno));
+            free(sel);
             return 2;
         }
 
@@ -475,6 +476,7 @@ int main(int argc, char **argv)
             if (parse_seed(env, &opt.seed) != 0) {
                 fprintf(stderr, "auxtrunk-conform: AUXTRUNK_SEED: not a number in [0, 2^64): %s\n",
                         env);
+                free(sel);
                 return 2;
             }
         } else {
