@@ -753,6 +753,12 @@ START_TEST(test_gpu_kernels_match_host)
         ck_assert(m->ops->alloc(m, ATH_ENGINE_RING * 4, &d_ring, &err) == 0);
         uint32_t bad[ATH_CUDA_CHECK_BLOCKS] = {0};
         ath_scalars_t sc = ath_scalars_at(41, 41, hp), hsc = sc;
+        /* The ring is poisoned: the verdict writes its own slot and no other. */
+        float ring[ATH_ENGINE_RING];
+        const uint32_t poison = 0x7fc0dead;
+        for (size_t i = 0; i < ATH_ENGINE_RING; i++)
+            memcpy(&ring[i], &poison, 4);
+        ck_assert(m->ops->upload(m, d_ring, ring, sizeof ring, &err) == 0);
         ck_assert(m->ops->upload(m, d_out, out, n * 4, &err) == 0);
         ck_assert(m->ops->upload(m, d_tg, tg, n * 4, &err) == 0);
         ck_assert(m->ops->upload(m, d_bad, bad, sizeof bad, &err) == 0);
@@ -761,7 +767,6 @@ START_TEST(test_gpu_kernels_match_host)
         ck_assert(ath_cuda_verdict(m->stream, d_part, np, d_bad, n, hp, d_sc, d_ring,
                                    ATH_ENGINE_RING) == 0);
         ck_assert_msg(m->ops->sync(m, &err) == 0, "%s", err.msg);
-        float ring[ATH_ENGINE_RING];
         ck_assert(m->ops->download(m, ddout, d_dout, n * 4, &err) == 0);
         ck_assert(m->ops->download(m, &sc, d_sc, sizeof sc, &err) == 0);
         ck_assert(m->ops->download(m, ring, d_ring, sizeof ring, &err) == 0);
@@ -769,6 +774,9 @@ START_TEST(test_gpu_kernels_match_host)
         ck_assert_msg(memcmp(dout, ddout, n * 4) == 0, "n %u: dout differs", n);
         ck_assert_msg(memcmp(&ring[41], &hloss, 4) == 0, "n %u: loss %a vs host %a", n,
                       (double)ring[41], (double)hloss);
+        for (size_t i = 0; i < ATH_ENGINE_RING; i++)
+            ck_assert_msg(i == 41 || memcmp(&ring[i], &poison, 4) == 0,
+                          "n %u: the verdict wrote ring slot %zu, not only its own (41)", n, i);
         ck_assert_msg(memcmp(&sc, &hsc, sizeof sc) == 0, "n %u: scalars differ", n);
         void *bufs[] = {d_out, d_tg, d_dout, d_part, d_bad, d_sc, d_ring};
         for (int i = 0; i < 7; i++)
