@@ -115,9 +115,9 @@ extern "C" {
 /* Versions                                                                  */
 
 #define AUXTRUNK_VERSION(major, minor) \
-    ((uint32_t)(((uint32_t)(major) << 16) | ((uint32_t)(minor) & 0xFFFFu)))
+    ((uint32_t)(((uint32_t)(major) << 16) | ((uint32_t)(minor)&0xFFFFu)))
 #define AUXTRUNK_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
-#define AUXTRUNK_VERSION_MINOR_OF(v) ((uint32_t)(v) & 0xFFFFu)
+#define AUXTRUNK_VERSION_MINOR_OF(v) ((uint32_t)(v)&0xFFFFu)
 
 #define AUXTRUNK_ABI_MAJOR 1
 #define AUXTRUNK_ABI_MINOR 0
@@ -131,22 +131,23 @@ extern "C" {
  * message. AUXTRUNK_STATUS_MAP(X) expands X(NAME, value, "message") per row.
  * Every plugin's status_string returns exactly these messages.
  */
-#define AUXTRUNK_STATUS_MAP(X)                                                         \
-    X(OK, 0, "success")                                                                \
-    X(E_NULL_POINTER, -1, "a required pointer argument is NULL")                       \
-    X(E_STRUCT_SIZE, -2, "struct_size is too small, or unknown trailing bytes or a reserved field are not zero") \
-    X(E_ABI_VERSION, -3, "no ABI version is supported by both host and plugin")         \
-    X(E_DIMENSION, -4, "a dimension is zero, negative, above its limit, or overflows")  \
-    X(E_BATCH, -5, "batch is not in [1, max_batch]")                                   \
-    X(E_FLAGS, -6, "unknown or unsupported flag bits are set")                         \
-    X(E_NO_FORWARD, -7, "backward called with no recorded training forward")           \
-    X(E_BATCH_MISMATCH, -8, "backward batch differs from the recorded forward's batch") \
-    X(E_MEMORY_SPACE, -9, "a pointer is not in the memory space or device the plugin uses") \
-    X(E_ALIAS, -10, "an output buffer overlaps an input or another output")            \
-    X(E_BAD_HANDLE, -11, "the handle is not a live handle of this plugin")             \
-    X(E_UNSUPPORTED, -12, "the requested feature is not supported by this plugin")     \
-    X(E_OUT_OF_MEMORY, -13, "memory allocation failed")                                \
-    X(E_DEVICE, -14, "the device or its runtime reported an error")                    \
+#define AUXTRUNK_STATUS_MAP(X)                                                                \
+    X(OK, 0, "success")                                                                       \
+    X(E_NULL_POINTER, -1, "a required pointer argument is NULL")                              \
+    X(E_STRUCT_SIZE, -2,                                                                      \
+      "struct_size is too small, or unknown trailing bytes or a reserved field are not zero") \
+    X(E_ABI_VERSION, -3, "no ABI version is supported by both host and plugin")               \
+    X(E_DIMENSION, -4, "a dimension is zero, negative, above its limit, or overflows")        \
+    X(E_BATCH, -5, "batch is not in [1, max_batch]")                                          \
+    X(E_FLAGS, -6, "unknown or unsupported flag bits are set")                                \
+    X(E_NO_FORWARD, -7, "backward called with no recorded training forward")                  \
+    X(E_BATCH_MISMATCH, -8, "backward batch differs from the recorded forward's batch")       \
+    X(E_MEMORY_SPACE, -9, "a pointer is not in the memory space or device the plugin uses")   \
+    X(E_ALIAS, -10, "an output buffer overlaps an input or another output")                   \
+    X(E_BAD_HANDLE, -11, "the handle is not a live handle of this plugin")                    \
+    X(E_UNSUPPORTED, -12, "the requested feature is not supported by this plugin")            \
+    X(E_OUT_OF_MEMORY, -13, "memory allocation failed")                                       \
+    X(E_DEVICE, -14, "the device or its runtime reported an error")                           \
     X(E_INTERNAL, -15, "internal error in the plugin")
 
 #define AUXTRUNK_STATUS_ENUM_ROW_(name, value, msg) AUXTRUNK_##name = (value),
@@ -348,18 +349,16 @@ typedef struct auxtrunk_api {
      * Returns OK, E_NULL_POINTER, E_BAD_HANDLE, E_STRUCT_SIZE, E_BATCH,
      * E_FLAGS, E_ALIAS, E_MEMORY_SPACE, E_DEVICE.
      * [after init, before destroy; calls on one handle never overlap] */
-    int32_t (*forward)(auxtrunk_handle_t *handle, const auxtrunk_params_t *params,
-                       const float *x, int32_t batch, float *out, uint32_t flags,
-                       void *stream);
+    int32_t (*forward)(auxtrunk_handle_t *handle, const auxtrunk_params_t *params, const float *x,
+                       int32_t batch, float *out, uint32_t flags, void *stream);
 
     /* Inference forward (target network): the same function and the same bits
      * as forward, with any parameter set, but it records nothing and leaves an
      * earlier training forward's record intact, so a following backward gives
      * exactly the result it would have given without this call.
      * Arguments, statuses and rules as forward. */
-    int32_t (*infer)(auxtrunk_handle_t *handle, const auxtrunk_params_t *params,
-                     const float *x, int32_t batch, float *out, uint32_t flags,
-                     void *stream);
+    int32_t (*infer)(auxtrunk_handle_t *handle, const auxtrunk_params_t *params, const float *x,
+                     int32_t batch, float *out, uint32_t flags, void *stream);
 
     /* Backward of the last training forward: from dout [batch, AUX] computes
      * dW1, db1, dW2, db2, dW3, db3 into grads (overwrite, or accumulate with
@@ -371,9 +370,9 @@ typedef struct auxtrunk_api {
      * E_FLAGS, E_NO_FORWARD, E_BATCH_MISMATCH, E_ALIAS, E_MEMORY_SPACE,
      * E_DEVICE.
      * [after init, before destroy; calls on one handle never overlap] */
-    int32_t (*backward)(auxtrunk_handle_t *handle, const auxtrunk_params_t *params,
-                        const float *x, const float *dout, int32_t batch,
-                        const auxtrunk_grads_t *grads, uint32_t flags, void *stream);
+    int32_t (*backward)(auxtrunk_handle_t *handle, const auxtrunk_params_t *params, const float *x,
+                        const float *dout, int32_t batch, const auxtrunk_grads_t *grads,
+                        uint32_t flags, void *stream);
 
     /* Reports the memory the handle owns into *out (struct_size set by the
      * host): host_bytes + device_bytes is at least the handle's record
@@ -469,7 +468,8 @@ AUXTRUNK_EXPORT int32_t auxtrunk_plugin_entry(const auxtrunk_host_info_t *host,
 #endif
 
 AUXTRUNK_STATIC_ASSERT_(sizeof(void *) == 8, "the auxtrunk ABI is defined for 64-bit targets");
-AUXTRUNK_STATIC_ASSERT_(sizeof(auxtrunk_host_info_t) == AUXTRUNK_HOST_INFO_SIZE_1_0, "host_info size");
+AUXTRUNK_STATIC_ASSERT_(sizeof(auxtrunk_host_info_t) == AUXTRUNK_HOST_INFO_SIZE_1_0,
+                        "host_info size");
 AUXTRUNK_STATIC_ASSERT_(offsetof(auxtrunk_host_info_t, abi_max) == 8, "host_info layout");
 AUXTRUNK_STATIC_ASSERT_(sizeof(auxtrunk_config_t) == AUXTRUNK_CONFIG_SIZE_1_0, "config size");
 AUXTRUNK_STATIC_ASSERT_(offsetof(auxtrunk_config_t, enc) == 8, "config layout");

@@ -108,13 +108,13 @@ AUXTRUNK_CANON_FN float auxtrunk_canon_bits_to_float_(uint32_t u)
  */
 AUXTRUNK_CANON_FN float auxtrunk_canon_expm1_poly_(float r)
 {
-    float p = 2.48015873e-05f;         /* 1/8! */
-    p = fmaf(p, r, 1.98412698e-04f);   /* 1/7! */
-    p = fmaf(p, r, 1.38888889e-03f);   /* 1/6! */
-    p = fmaf(p, r, 8.33333333e-03f);   /* 1/5! */
-    p = fmaf(p, r, 4.16666667e-02f);   /* 1/4! */
-    p = fmaf(p, r, 1.66666667e-01f);   /* 1/3! */
-    p = fmaf(p, r, 0.5f);              /* 1/2! */
+    float p = 2.48015873e-05f;       /* 1/8! */
+    p = fmaf(p, r, 1.98412698e-04f); /* 1/7! */
+    p = fmaf(p, r, 1.38888889e-03f); /* 1/6! */
+    p = fmaf(p, r, 8.33333333e-03f); /* 1/5! */
+    p = fmaf(p, r, 4.16666667e-02f); /* 1/4! */
+    p = fmaf(p, r, 1.66666667e-01f); /* 1/3! */
+    p = fmaf(p, r, 0.5f);            /* 1/2! */
     return fmaf(r * r, p, r);
 }
 
@@ -132,7 +132,7 @@ AUXTRUNK_CANON_FN float auxtrunk_canon_expm1(float x)
     const float t = fmaf(xc, 1.44269504f, shift);
     const float n = t - shift;
     float r = fmaf(-n, 0.693145751953125f, xc); /* ln2 high part, exact product */
-    r = fmaf(-n, 1.42860677e-06f, r);          /* ln2 low part */
+    r = fmaf(-n, 1.42860677e-06f, r);           /* ln2 low part */
     const int near0 = xc > -0.34657359f;
     const float e = auxtrunk_canon_expm1_poly_(near0 ? xc : r);
     const int32_t ni = (int32_t)n;

@@ -80,13 +80,14 @@ extern "C" {
 
 /* Loader statuses: X(NAME, value, short name, meaning). The short names are
  * stable words for logs and scripts ("no-file", "broken-table", ...). */
-#define AUXTRUNK_LOAD_STATUS_MAP(X)                                                          \
-    X(OK, 0, "ok", "loaded, negotiated and checked")                                         \
-    X(E_ARGUMENT, -1, "bad-argument", "a NULL or empty argument, or an invalid ABI range")   \
-    X(E_NO_FILE, -2, "no-file", "no plugin file at the path or in the search path")          \
+#define AUXTRUNK_LOAD_STATUS_MAP(X)                                                           \
+    X(OK, 0, "ok", "loaded, negotiated and checked")                                          \
+    X(E_ARGUMENT, -1, "bad-argument", "a NULL or empty argument, or an invalid ABI range")    \
+    X(E_NO_FILE, -2, "no-file", "no plugin file at the path or in the search path")           \
     X(E_PERMISSIONS, -3, "permissions", "the file or its directory is not safe to load from") \
-    X(E_NOT_LOADABLE, -4, "not-loadable", "not a shared object for this process, or dlopen failed") \
-    X(E_NO_ENTRY, -5, "no-entry", "the file has no auxtrunk_plugin_entry symbol")            \
+    X(E_NOT_LOADABLE, -4, "not-loadable",                                                     \
+      "not a shared object for this process, or dlopen failed")                               \
+    X(E_NO_ENTRY, -5, "no-entry", "the file has no auxtrunk_plugin_entry symbol")             \
     X(E_ABI, -6, "incompatible-abi", "no common ABI version, or an answer outside the range") \
     X(E_BAD_TABLE, -7, "broken-table", "the API table fails a check")
 
@@ -123,10 +124,10 @@ static inline const char *auxtrunk_load_status_message(int32_t status)
 
 /* One loaded plugin. Zero-initialised (or after unload) it is empty. */
 typedef struct auxtrunk_plugin {
-    void *lib;                   /* dlopen handle; NULL when nothing is loaded */
-    auxtrunk_entry_fn entry;     /* the entry, for hosts that negotiate again */
-    auxtrunk_api_t api;          /* the negotiated table (a copy); zero after open only */
-    uint64_t space;              /* AUXTRUNK_CAP_MEM_HOST or _MEM_CUDA; 0 after open only */
+    void *lib;                         /* dlopen handle; NULL when nothing is loaded */
+    auxtrunk_entry_fn entry;           /* the entry, for hosts that negotiate again */
+    auxtrunk_api_t api;                /* the negotiated table (a copy); zero after open only */
+    uint64_t space;                    /* AUXTRUNK_CAP_MEM_HOST or _MEM_CUDA; 0 after open only */
     char path[AUXTRUNK_LOAD_PATH_MAX]; /* the file that was opened, as located */
 } auxtrunk_plugin_t;
 
@@ -202,7 +203,8 @@ extern "C" {
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
-static int32_t auxtrunk_load_fail_(char *msg, size_t n, int32_t status, const char *fmt, ...)
+static int32_t
+auxtrunk_load_fail_(char *msg, size_t n, int32_t status, const char *fmt, ...)
 {
     if (!msg || n == 0)
         return status;
@@ -307,8 +309,8 @@ static int32_t auxtrunk_load_check_dir_(const char *dir, char *msg, size_t n)
 {
     struct stat st;
     if (stat(dir, &st) != 0)
-        return auxtrunk_load_fail_(msg, n, AUXTRUNK_LOAD_E_NO_FILE, "plugin directory %s: %s",
-                                   dir, strerror(errno));
+        return auxtrunk_load_fail_(msg, n, AUXTRUNK_LOAD_E_NO_FILE, "plugin directory %s: %s", dir,
+                                   strerror(errno));
     return auxtrunk_plugin_check_mode((uint32_t)st.st_mode, (uint32_t)st.st_uid, "plugin directory",
                                       dir, msg, n);
 }
@@ -333,7 +335,8 @@ static int32_t auxtrunk_load_check_file_(const char *given, char *real, size_t n
     char resolved[PATH_MAX];
     if (!realpath(given, resolved))
         return auxtrunk_load_fail_(msg, msg_len, AUXTRUNK_LOAD_E_NOT_LOADABLE,
-                                   "plugin %s: cannot resolve its path: %s", given, strerror(errno));
+                                   "plugin %s: cannot resolve its path: %s", given,
+                                   strerror(errno));
     int len = snprintf(real, n, "%s", resolved);
     if (len < 0 || (size_t)len >= n)
         return auxtrunk_load_fail_(msg, msg_len, AUXTRUNK_LOAD_E_ARGUMENT,
@@ -504,10 +507,9 @@ static int32_t auxtrunk_load_check_table_(const auxtrunk_api_t *api, uint32_t lo
 {
     const int32_t bad = AUXTRUNK_LOAD_E_BAD_TABLE;
     if (api->struct_size < AUXTRUNK_API_SIZE_1_0 || api->struct_size > sizeof *api)
-        return auxtrunk_load_fail_(msg, n, bad,
-                                   "%s: broken plugin: API table struct_size %u outside [%u, %u]",
-                                   path, (unsigned)api->struct_size, AUXTRUNK_API_SIZE_1_0,
-                                   (unsigned)sizeof *api);
+        return auxtrunk_load_fail_(
+            msg, n, bad, "%s: broken plugin: API table struct_size %u outside [%u, %u]", path,
+            (unsigned)api->struct_size, AUXTRUNK_API_SIZE_1_0, (unsigned)sizeof *api);
     if (api->abi_version < lo || api->abi_version > hi) {
         char got[24], a[24], b[24];
         auxtrunk_load_version_text_(api->abi_version, got, sizeof got);
@@ -528,10 +530,14 @@ static int32_t auxtrunk_load_check_table_(const auxtrunk_api_t *api, uint32_t lo
         const char *name;
         int present;
     } need[] = {
-        {"status_string", api->status_string != NULL}, {"init", api->init != NULL},
-        {"destroy", api->destroy != NULL},             {"forward", api->forward != NULL},
-        {"infer", api->infer != NULL},                 {"backward", api->backward != NULL},
-        {"memory_usage", api->memory_usage != NULL},   {"last_error", api->last_error != NULL},
+        {"status_string", api->status_string != NULL},
+        {"init", api->init != NULL},
+        {"destroy", api->destroy != NULL},
+        {"forward", api->forward != NULL},
+        {"infer", api->infer != NULL},
+        {"backward", api->backward != NULL},
+        {"memory_usage", api->memory_usage != NULL},
+        {"last_error", api->last_error != NULL},
     };
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (!need[i].present)

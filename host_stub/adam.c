@@ -5,8 +5,8 @@
 
 ath_adam_hp_t ath_adam_settings(float lr)
 {
-    ath_adam_hp_t hp = {.lr = lr, .beta1 = ATH_ADAM_BETA1, .beta2 = ATH_ADAM_BETA2,
-                        .eps = ATH_ADAM_EPS};
+    ath_adam_hp_t hp = {
+        .lr = lr, .beta1 = ATH_ADAM_BETA1, .beta2 = ATH_ADAM_BETA2, .eps = ATH_ADAM_EPS};
     return hp;
 }
 

@@ -41,8 +41,7 @@ static int parse_line(const char *p, size_t n, char hex[ATH_SHA256_HEX])
     return 1;
 }
 
-int ath_allow_parse(ath_allow_t *a, const char *text, size_t len, const char *name,
-                    ath_err_t *err)
+int ath_allow_parse(ath_allow_t *a, const char *text, size_t len, const char *name, ath_err_t *err)
 {
     memset(a, 0, sizeof *a);
     int lineno = 0;

@@ -28,8 +28,7 @@ typedef struct ath_allow ath_allow_t;
 /* Parses len bytes of text (name: for messages, "FILE" or "FILE:LINE").
  * Returns 0 with at least one digest in *a, or -1 with the message and *a
  * empty. A NUL byte in text is an invalid line. */
-int ath_allow_parse(ath_allow_t *a, const char *text, size_t len, const char *name,
-                    ath_err_t *err);
+int ath_allow_parse(ath_allow_t *a, const char *text, size_t len, const char *name, ath_err_t *err);
 
 /* Reads and parses the file at path: a regular file of at most
  * ATH_ALLOW_MAX_BYTES that passes the permission checks of trust.h (itself

@@ -173,18 +173,12 @@ out:
  * failed graph step alone leaves the eager times standing: 0 is returned
  * with row->graph = -1 and the reason in err. */
 static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *m,
-                     const float *d_params, float *d_grads, int32_t B, row_t *row,
-                     ath_err_t *err)
+                     const float *d_params, float *d_grads, int32_t B, row_t *row, ath_err_t *err)
 {
     memset(row, 0, sizeof *row);
-    auxtrunk_config_t config = {sizeof config,
-                                o->fast ? AUXTRUNK_CONFIG_FAST : 0u,
-                                o->enc,
-                                o->h1,
-                                o->h2,
-                                o->aux,
-                                B,
-                                m->device};
+    auxtrunk_config_t config = {
+        sizeof config, o->fast ? AUXTRUNK_CONFIG_FAST : 0u, o->enc, o->h1, o->h2, o->aux, B,
+        m->device};
     if (ath_plugin_init(pl, &config, err) != ATH_LOAD_OK)
         return -1;
 
@@ -252,8 +246,7 @@ static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *
             goto out;
         double f, b, st;
         if (m->ops->elapsed_us(m, 0, 1, &f, err) != 0 ||
-            m->ops->elapsed_us(m, 1, 2, &b, err) != 0 ||
-            m->ops->elapsed_us(m, 0, 2, &st, err) != 0)
+            m->ops->elapsed_us(m, 1, 2, &b, err) != 0 || m->ops->elapsed_us(m, 0, 2, &st, err) != 0)
             goto out;
         if (!warm) {
             t_fwd[sc.timed] = f;
@@ -277,10 +270,10 @@ static int bench_one(const ath_bench_opts_t *o, ath_plugin_t *pl, ath_devmem_t *
     if (pl->space == ATH_SPACE_CUDA && (pl->api.caps & AUXTRUNK_CAP_GRAPH_CAPTURE) &&
         m->ops->capture_begin) {
         const float *x = pool, *dout = pool + (size_t)B * (size_t)o->enc;
-        row->graph = bench_graph(o, pl, m, &p, &g, x, dout, B, d_out, t_graph,
-                                 &row->step_graph_us, err) == 0
-                         ? 1
-                         : -1;
+        row->graph =
+            bench_graph(o, pl, m, &p, &g, x, dout, B, d_out, t_graph, &row->step_graph_us, err) == 0
+                ? 1
+                : -1;
     }
 out:
     (void)m->ops->sync(m, NULL);
@@ -345,8 +338,9 @@ static cublas_run_fn cublas_load(void **lib, ath_err_t *err)
         dlclose(*lib);
         *lib = NULL;
     }
-    ath_errf(err, "the cuBLAS comparison module %s cannot be loaded (%s); it is built only where "
-                  "the CUDA toolkit has cuBLAS",
+    ath_errf(err,
+             "the cuBLAS comparison module %s cannot be loaded (%s); it is built only where "
+             "the CUDA toolkit has cuBLAS",
              path[0], why);
     return NULL;
 #endif
@@ -355,10 +349,7 @@ static cublas_run_fn cublas_load(void **lib, ath_err_t *err)
 /* ------------------------------------------------------------------------- */
 /* The run                                                                   */
 
-static double tflops(double flop, double us)
-{
-    return us > 0 ? flop / (us * 1e-6) / 1e12 : 0.0;
-}
+static double tflops(double flop, double us) { return us > 0 ? flop / (us * 1e-6) / 1e12 : 0.0; }
 
 /* What a row of the table needs to know about whoever produced it. */
 typedef struct column {
@@ -378,10 +369,10 @@ static void print_row(FILE *csv, const ath_bench_opts_t *o, const column_t *c, i
         snprintf(graph, sizeof graph, "%.2f", r->step_graph_us);
     else
         snprintf(graph, sizeof graph, "%s", r->graph < 0 ? "failed" : "-");
-    printf("%-10s %8d %6d %11.2f %11.2f %11.2f %13s %8.3f %8.3f %8.3f %10.2f %10.2f\n", c->name,
-           B, r->iters, r->fwd_us, r->bwd_us, r->step_us, graph, tflops(ff, r->fwd_us),
-           tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us),
-           (double)r->device_bytes / 1048576.0, (double)r->host_bytes / 1048576.0);
+    printf("%-10s %8d %6d %11.2f %11.2f %11.2f %13s %8.3f %8.3f %8.3f %10.2f %10.2f\n", c->name, B,
+           r->iters, r->fwd_us, r->bwd_us, r->step_us, graph, tflops(ff, r->fwd_us),
+           tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us), (double)r->device_bytes / 1048576.0,
+           (double)r->host_bytes / 1048576.0);
     fflush(stdout);
     if (csv) {
         /* The version is free text from the plugin: one quoted CSV field. */
@@ -392,11 +383,10 @@ static void print_row(FILE *csv, const ath_bench_opts_t *o, const column_t *c, i
             fputc(*q, csv);
         }
         fputc('"', csv);
-        fprintf(csv, ",%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu,",
-                c->space, E, H1, H2, A, B, r->iters, r->sets, r->fwd_us,
-                r->bwd_us, r->step_us, tflops(ff, r->fwd_us), tflops(fb, r->bwd_us),
-                tflops(ff + fb, r->step_us), (unsigned long long)r->host_bytes,
-                (unsigned long long)r->device_bytes);
+        fprintf(csv, ",%s,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.6f,%.6f,%.6f,%llu,%llu,", c->space,
+                E, H1, H2, A, B, r->iters, r->sets, r->fwd_us, r->bwd_us, r->step_us,
+                tflops(ff, r->fwd_us), tflops(fb, r->bwd_us), tflops(ff + fb, r->step_us),
+                (unsigned long long)r->host_bytes, (unsigned long long)r->device_bytes);
         /* Appended last, so older readers keep their column positions; empty
          * where there is no graph step. */
         if (r->graph > 0)
@@ -419,8 +409,8 @@ static int bench_plugin(const ath_bench_opts_t *o, const char *dir, FILE *csv, c
 
     ath_load_status_t ls = ath_plugin_load(dir, &pl, &err);
     if (ls != ATH_LOAD_OK) {
-        fprintf(stderr, "auxtrunk-host bench: plugin refused (%s): %s\n",
-                ath_load_status_name(ls), err.msg);
+        fprintf(stderr, "auxtrunk-host bench: plugin refused (%s): %s\n", ath_load_status_name(ls),
+                err.msg);
         snprintf(col->name, sizeof col->name, "(refused)");
         return ATH_EXIT_PLUGIN;
     }
@@ -589,8 +579,8 @@ static void print_side_by_side(const ath_bench_opts_t *o, const column_t *cols,
     }
 }
 
-static int write_chart(const ath_bench_opts_t *o, const column_t *cols, row_t (*rows)[ATH_BENCH_MAX_BATCHES],
-                       int n_cols, ath_err_t *err)
+static int write_chart(const ath_bench_opts_t *o, const column_t *cols,
+                       row_t (*rows)[ATH_BENCH_MAX_BATCHES], int n_cols, ath_err_t *err)
 {
     double x[ATH_BENCH_MAX_COLUMNS][ATH_BENCH_MAX_BATCHES];
     double y[ATH_BENCH_MAX_COLUMNS][ATH_BENCH_MAX_BATCHES];
@@ -622,8 +612,8 @@ static int write_chart(const ath_bench_opts_t *o, const column_t *cols, row_t (*
     char title[256];
     snprintf(title, sizeof title, "step time (forward + backward), ENC=%d H1=%d H2=%d AUX=%d%s",
              o->enc, o->h1, o->h2, o->aux, o->fast ? ", fast mode" : "");
-    return ath_svg_loglog(o->svg, title, "batch size B", "microseconds per step (median)",
-                          series, n, err);
+    return ath_svg_loglog(o->svg, title, "batch size B", "microseconds per step (median)", series,
+                          n, err);
 }
 
 int ath_bench_run(const ath_bench_opts_t *o)
@@ -662,9 +652,9 @@ int ath_bench_run(const ath_bench_opts_t *o)
     printf("  step_graph_us: one step replayed from a CUDA graph the host captures (CUDA\n"
            "    plugins with AUXTRUNK_CAP_GRAPH_CAPTURE), same schedule, one input set:\n"
            "    at small batches its inputs may stay in L2; '-' where not offered\n");
-    printf("\n%-10s %8s %6s %11s %11s %11s %13s %8s %8s %8s %10s %10s\n", "plugin", "B",
-           "iters", "fwd_us", "bwd_us", "step_us", "step_graph_us", "fwd_TF/s", "bwd_TF/s",
-           "step_TF/s", "dev_MiB", "host_MiB");
+    printf("\n%-10s %8s %6s %11s %11s %11s %13s %8s %8s %8s %10s %10s\n", "plugin", "B", "iters",
+           "fwd_us", "bwd_us", "step_us", "step_graph_us", "fwd_TF/s", "bwd_TF/s", "step_TF/s",
+           "dev_MiB", "host_MiB");
     fflush(stdout);
 
     for (int pi = 0; pi < o->n_plugins; pi++) {

@@ -38,17 +38,17 @@ typedef struct ath_bench_opts {
     int32_t enc, h1, h2, aux;
     int32_t batches[ATH_BENCH_MAX_BATCHES];
     int n_batches;
-    int iters;        /* timed iterations (at most) */
-    int warmup;       /* untimed iterations first (at most) */
-    int min_iters;    /* timed iterations at least, whatever the budget */
-    double budget_s;  /* wall-clock budget of each timed loop (eager, graph) */
+    int iters;         /* timed iterations (at most) */
+    int warmup;        /* untimed iterations first (at most) */
+    int min_iters;     /* timed iterations at least, whatever the budget */
+    double budget_s;   /* wall-clock budget of each timed loop (eager, graph) */
     size_t rotate_mib; /* input sets rotated through this much memory (0 = one set) */
     uint64_t seed;
     const char *csv;
     const char *svg; /* chart of step time against batch size */
     int cublas;      /* also time the cuBLAS equivalent (CUDA builds with cuBLAS) */
-    int fast;  /* ask for AUXTRUNK_CONFIG_FAST (plugins without it are skipped) */
-    int quiet; /* only the table */
+    int fast;        /* ask for AUXTRUNK_CONFIG_FAST (plugins without it are skipped) */
+    int quiet;       /* only the table */
 } ath_bench_opts_t;
 
 /* FLOP of one call, by the formulas above. */

@@ -41,21 +41,21 @@ struct Bufs {
     float *ones; /* [B] of 1.0f: bias gradients as gᵀ·1 (Sgemv) */
 };
 
-#define TRY(call)                                                                      \
-    do {                                                                               \
-        cudaError_t e_ = (call);                                                       \
-        if (e_ != cudaSuccess) {                                                       \
+#define TRY(call)                                                                            \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
             snprintf(err, err_len, "%s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-            goto fail;                                                                 \
-        }                                                                              \
+            goto fail;                                                                       \
+        }                                                                                    \
     } while (0)
-#define TRYB(call)                                                                     \
-    do {                                                                               \
-        cublasStatus_t s_ = (call);                                                    \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                             \
+#define TRYB(call)                                                                          \
+    do {                                                                                    \
+        cublasStatus_t s_ = (call);                                                         \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                  \
             snprintf(err, err_len, "%s:%d: cuBLAS status %d", __FILE__, __LINE__, (int)s_); \
-            goto fail;                                                                 \
-        }                                                                              \
+            goto fail;                                                                      \
+        }                                                                                   \
     } while (0)
 
 unsigned blocks(size_t n) { return (unsigned)((n + 255) / 256); }
@@ -87,16 +87,16 @@ int enqueue(cublasHandle_t h, cudaStream_t s, const Bufs &m, int enc, int h1, in
                         &zero, m.dh2, h2))
             return -1;
         elu_grad_kernel<<<blocks((size_t)B * h2), 256, 0, s>>>(m.dh2, m.h2, (size_t)B * h2);
-        if (cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, h1, B, h2, &one, m.w[1], h2, m.dh2, h2,
-                        &zero, m.dh1, h1))
+        if (cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, h1, B, h2, &one, m.w[1], h2, m.dh2, h2, &zero,
+                        m.dh1, h1))
             return -1;
         elu_grad_kernel<<<blocks((size_t)B * h1), 256, 0, s>>>(m.dh1, m.h1, (size_t)B * h1);
-        if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, aux, h2, B, &one, m.dout, aux, m.h2, h2,
-                        &zero, m.dw[2], aux) ||
+        if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, aux, h2, B, &one, m.dout, aux, m.h2, h2, &zero,
+                        m.dw[2], aux) ||
             cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, h2, h1, B, &one, m.dh2, h2, m.h1, h1, &zero,
                         m.dw[1], h2) ||
-            cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, h1, enc, B, &one, m.dh1, h1, m.x, enc,
-                        &zero, m.dw[0], h1))
+            cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, h1, enc, B, &one, m.dh1, h1, m.x, enc, &zero,
+                        m.dw[0], h1))
             return -1;
         if (cublasSgemv(h, CUBLAS_OP_N, aux, B, &one, m.dout, aux, m.ones, 1, &zero, m.db[2], 1) ||
             cublasSgemv(h, CUBLAS_OP_N, h2, B, &one, m.dh2, h2, m.ones, 1, &zero, m.db[1], 1) ||

@@ -21,8 +21,8 @@ typedef struct bench_cublas_result {
 /* Times the cuBLAS equivalent at one batch size on the current device.
  * tf32 != 0 allows TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH). Returns 0,
  * or -1 with a message in err (err_len bytes) if anything failed. */
-int bench_cublas_run(int enc, int h1, int h2, int aux, int batch, int warmup, int iters,
-                     int tf32, bench_cublas_result_t *res, char *err, int err_len);
+int bench_cublas_run(int enc, int h1, int h2, int aux, int batch, int warmup, int iters, int tf32,
+                     bench_cublas_result_t *res, char *err, int err_len);
 
 #ifdef __cplusplus
 }

@@ -61,13 +61,17 @@ int ath_canary_is_exact(const ath_trunk_t *t)
 static const char *tensor_names[7] = {"out", "dW1", "db1", "dW2", "db2", "dW3", "db3"};
 
 int ath_canary_compare(const auxtrunk_config_t *c, int32_t pb, int exact, const float *ref_out,
-                       const float *out, const float *ref_grads, const float *grads,
-                       ath_err_t *err)
+                       const float *out, const float *ref_grads, const float *grads, ath_err_t *err)
 {
     ath_layout_t l = ath_layout_of(c);
     const size_t off[7] = {0, l.w1, l.b1, l.w2, l.b2, l.w3, l.b3};
-    const size_t len[7] = {(size_t)pb * (size_t)c->aux, l.b1 - l.w1, l.w2 - l.b1, l.b2 - l.w2,
-                           l.w3 - l.b2, l.b3 - l.w3, l.count - l.b3};
+    const size_t len[7] = {(size_t)pb * (size_t)c->aux,
+                           l.b1 - l.w1,
+                           l.w2 - l.b1,
+                           l.b2 - l.w2,
+                           l.w3 - l.b2,
+                           l.b3 - l.w3,
+                           l.count - l.b3};
     const int have_ref = ref_out != NULL;
     for (int k = 0; k < 7; k++) {
         const float *v = (k == 0 ? out : grads) + off[k];

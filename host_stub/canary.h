@@ -24,9 +24,9 @@
 
 /* The probe batch and room for two versions' results. */
 typedef struct ath_canary {
-    int32_t pb;      /* probe samples */
-    size_t n_params; /* of the topology */
-    float *x, *dout; /* the probe: [pb, ENC], [pb, AUX] */
+    int32_t pb;                 /* probe samples */
+    size_t n_params;            /* of the topology */
+    float *x, *dout;            /* the probe: [pb, ENC], [pb, AUX] */
     float *ref_out, *ref_grads; /* the running version's results */
     float *out, *grads;         /* the candidate's */
 } ath_canary_t;
@@ -43,9 +43,9 @@ int ath_canary_run(ath_trunk_t *t, const float *params, const float *x, const fl
 /* Compares a candidate's results with the reference (ref_out NULL: no
  * reference, finiteness only). exact: bit equality. Returns 0 or -1 with the
  * first difference. */
-int ath_canary_compare(const auxtrunk_config_t *config, int32_t pb, int exact,
-                       const float *ref_out, const float *out, const float *ref_grads,
-                       const float *grads, ath_err_t *err);
+int ath_canary_compare(const auxtrunk_config_t *config, int32_t pb, int exact, const float *ref_out,
+                       const float *out, const float *ref_grads, const float *grads,
+                       ath_err_t *err);
 
 /* Does t compute exactly (claims AUXTRUNK_CAP_EXACT, not in fast mode)? */
 int ath_canary_is_exact(const ath_trunk_t *t);

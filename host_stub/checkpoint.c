@@ -201,19 +201,20 @@ static int check_meta(const char *path, const ath_ckpt_meta_t *g, const ath_ckpt
         return ath_errf(err, "checkpoint %s: written with --seed %llu, this run uses --seed %llu",
                         path, (unsigned long long)g->seed, (unsigned long long)x->seed);
     if (f32_bits(g->lr) != f32_bits(x->lr))
-        return ath_errf(err, "checkpoint %s: written with --lr %.9g, this run uses --lr %.9g",
-                        path, (double)g->lr, (double)x->lr);
+        return ath_errf(err, "checkpoint %s: written with --lr %.9g, this run uses --lr %.9g", path,
+                        (double)g->lr, (double)x->lr);
     if (f32_bits(g->beta1) != f32_bits(x->beta1) || f32_bits(g->beta2) != f32_bits(x->beta2) ||
         f32_bits(g->eps) != f32_bits(x->eps))
-        return ath_errf(err, "checkpoint %s: written with other Adam settings (beta1 %.9g, "
-                             "beta2 %.9g, eps %.9g)",
+        return ath_errf(err,
+                        "checkpoint %s: written with other Adam settings (beta1 %.9g, "
+                        "beta2 %.9g, eps %.9g)",
                         path, (double)g->beta1, (double)g->beta2, (double)g->eps);
     return 0;
 }
 
 int ath_ckpt_check_header(const char *path, const unsigned char *h, size_t len,
-                        const ath_ckpt_meta_t *expect, size_t n, ath_ckpt_meta_t *meta,
-                        ath_err_t *err)
+                          const ath_ckpt_meta_t *expect, size_t n, ath_ckpt_meta_t *meta,
+                          ath_err_t *err)
 {
     if (len < 16)
         return ath_errf(err, "checkpoint %s: truncated: %zu bytes, not even a header", path, len);
@@ -221,7 +222,8 @@ int ath_ckpt_check_header(const char *path, const unsigned char *h, size_t len,
         return ath_errf(err, "checkpoint %s: not an auxtrunk checkpoint (bad magic)", path);
     uint32_t version = get_u32(h + 8);
     if (version != ATH_CKPT_VERSION)
-        return ath_errf(err, "checkpoint %s: format version %u, this auxtrunk-host reads version %u",
+        return ath_errf(err,
+                        "checkpoint %s: format version %u, this auxtrunk-host reads version %u",
                         path, (unsigned)version, ATH_CKPT_VERSION);
     uint32_t hsize = get_u32(h + 12);
     if (hsize != ATH_CKPT_HEADER_SIZE)

@@ -19,14 +19,14 @@ typedef struct cuda_impl {
     cudaEvent_t marks[ATH_DEVMEM_MARKS];
 } cuda_impl_t;
 
-#define CUDA_TRY(call)                                                                        \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            (void)cudaGetLastError();                                                         \
-            return ath_errf(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call,                  \
-                            cudaGetErrorString(e_));                                          \
-        }                                                                                     \
+#define CUDA_TRY(call)                                                       \
+    do {                                                                     \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess) {                                             \
+            (void)cudaGetLastError();                                        \
+            return ath_errf(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
+                            cudaGetErrorString(e_));                         \
+        }                                                                    \
     } while (0)
 
 static void cuda_close(ath_devmem_t *m)
@@ -106,8 +106,7 @@ static int cuda_upload(ath_devmem_t *m, void *dst, const void *src, size_t bytes
     return 0;
 }
 
-static int cuda_download(ath_devmem_t *m, void *dst, const void *src, size_t bytes,
-                         ath_err_t *err)
+static int cuda_download(ath_devmem_t *m, void *dst, const void *src, size_t bytes, ath_err_t *err)
 {
     cuda_impl_t *c = m->impl;
     CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));

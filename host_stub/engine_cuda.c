@@ -35,21 +35,21 @@ typedef struct cuda_engine {
     float *part;                   /* [n_part] loss segment sums */
     uint32_t *bad;                 /* [ATH_CUDA_CHECK_BLOCKS] */
     ath_scalars_t *sc;
-    float *ring;                   /* [ATH_ENGINE_RING] */
-    float *buf_x, *buf_t;          /* the replay buffer */
-    float *gathered, *lsum;        /* data parallel: [world, P] and [world] */
+    float *ring;            /* [ATH_ENGINE_RING] */
+    float *buf_x, *buf_t;   /* the replay buffer */
+    float *gathered, *lsum; /* data parallel: [world, P] and [world] */
     uint32_t n, n_part;
-    void *graph;                   /* the captured step, or NULL */
-    int graph_failed;              /* this plugin's step could not be captured */
+    void *graph;      /* the captured step, or NULL */
+    int graph_failed; /* this plugin's step could not be captured */
     int phases_pending, replay_pending, time_next_replay;
 } cuda_engine_t;
 
-#define CU_TRY(call)                                                                          \
-    do {                                                                                      \
-        int rc_ = (call);                                                                     \
-        if (rc_ != 0)                                                                         \
-            return ath_errf(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call,                  \
-                            ath_cuda_error_text(rc_));                                        \
+#define CU_TRY(call)                                                         \
+    do {                                                                     \
+        int rc_ = (call);                                                    \
+        if (rc_ != 0)                                                        \
+            return ath_errf(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
+                            ath_cuda_error_text(rc_));                       \
     } while (0)
 
 static void cuda_close(ath_engine_t *e)
@@ -60,9 +60,9 @@ static void cuda_close(ath_engine_t *e)
     if (c->mem) {
         (void)c->mem->ops->sync(c->mem, NULL);
         c->mem->ops->graph_free(c->mem, c->graph);
-        void *bufs[] = {c->params, c->m,    c->v,    c->grads, c->x,    c->target, c->out,
-                        c->dout,   c->part, c->bad,  c->sc,    c->ring, c->buf_x,  c->buf_t,
-                        c->gathered, c->lsum};
+        void *bufs[] = {c->params, c->m,     c->v,        c->grads, c->x,  c->target,
+                        c->out,    c->dout,  c->part,     c->bad,   c->sc, c->ring,
+                        c->buf_x,  c->buf_t, c->gathered, c->lsum};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i])
                 c->mem->ops->release(c->mem, bufs[i]);
@@ -121,10 +121,9 @@ static int cuda_open(ath_engine_t *e, ath_err_t *err)
         }
     }
     /* The replay buffer is uploaded once; it never changes. */
-    if (mem->ops->upload(mem, c->buf_x, task->x, (size_t)task->n * ENC * sizeof(float), err) !=
-            0 ||
-        mem->ops->upload(mem, c->buf_t, task->target, (size_t)task->n * AUX * sizeof(float),
-                         err) != 0) {
+    if (mem->ops->upload(mem, c->buf_x, task->x, (size_t)task->n * ENC * sizeof(float), err) != 0 ||
+        mem->ops->upload(mem, c->buf_t, task->target, (size_t)task->n * AUX * sizeof(float), err) !=
+            0) {
         cuda_close(e);
         return -1;
     }
@@ -172,10 +171,10 @@ static int enqueue(ath_engine_t *e, ath_trunk_t *t, int timed, ath_err_t *err)
     const auxtrunk_api_t *api = &t->plugin.api;
     auxtrunk_params_t pv = ath_params_view(&g->config, c->params);
     auxtrunk_grads_t gv = ath_grads_view(&g->config, c->grads);
-#define MARK(slot)                                                                            \
-    do {                                                                                      \
-        if (timed && mem->ops->mark(mem, (slot), err) != 0)                                   \
-            return -1;                                                                        \
+#define MARK(slot)                                          \
+    do {                                                    \
+        if (timed && mem->ops->mark(mem, (slot), err) != 0) \
+            return -1;                                      \
     } while (0)
     MARK(0);
     CU_TRY(ath_cuda_gather_shard(st, c->buf_x, c->buf_t, g->task->key, g->task->log2n, c->sc,
@@ -230,8 +229,9 @@ static int capture(ath_engine_t *e, ath_trunk_t *t, ath_err_t *err)
         c->graph_failed = 1;
     }
     if (c->graph_failed)
-        fprintf(stderr, "auxtrunk-host: the step could not be captured as a CUDA graph (%s); "
-                        "enqueueing it step by step\n",
+        fprintf(stderr,
+                "auxtrunk-host: the step could not be captured as a CUDA graph (%s); "
+                "enqueueing it step by step\n",
                 why.msg);
     return 0;
 }
@@ -240,8 +240,8 @@ static int cuda_step(ath_engine_t *e, ath_trunk_t *t, int timed, ath_err_t *err)
 {
     cuda_engine_t *c = e->impl;
     ath_devmem_t *mem = c->mem;
-    const int graphs = e->cfg.graph && (t->plugin.api.caps & AUXTRUNK_CAP_GRAPH_CAPTURE) &&
-                       !c->graph_failed;
+    const int graphs =
+        e->cfg.graph && (t->plugin.api.caps & AUXTRUNK_CAP_GRAPH_CAPTURE) && !c->graph_failed;
     if (!timed && graphs && !c->graph && capture(e, t, err) != 0)
         return -1;
     if (timed || !c->graph) {

@@ -71,8 +71,8 @@ static int host_open(ath_engine_t *e, ath_err_t *err)
     h->out = calloc(B * AUX, sizeof(float));
     h->dout = calloc(B * AUX, sizeof(float));
     h->q = calloc(B * AUX, sizeof(float));
-    if (!h->params || !h->m || !h->v || !h->grads || !h->x || !h->target || !h->out ||
-        !h->dout || !h->q) {
+    if (!h->params || !h->m || !h->v || !h->grads || !h->x || !h->target || !h->out || !h->dout ||
+        !h->q) {
         host_close(e);
         return ath_errf(err, "out of host memory for the training state");
     }

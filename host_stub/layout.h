@@ -19,8 +19,8 @@ typedef struct ath_layout {
 /* The ABI's offsets (abi/auxtrunk.h), by name. */
 static inline ath_layout_t ath_layout_of(const auxtrunk_config_t *c)
 {
-    ath_layout_t l = {AUXTRUNK_W1_OFFSET(c), AUXTRUNK_B1_OFFSET(c), AUXTRUNK_W2_OFFSET(c),
-                      AUXTRUNK_B2_OFFSET(c), AUXTRUNK_W3_OFFSET(c), AUXTRUNK_B3_OFFSET(c),
+    ath_layout_t l = {AUXTRUNK_W1_OFFSET(c),  AUXTRUNK_B1_OFFSET(c), AUXTRUNK_W2_OFFSET(c),
+                      AUXTRUNK_B2_OFFSET(c),  AUXTRUNK_W3_OFFSET(c), AUXTRUNK_B3_OFFSET(c),
                       AUXTRUNK_PARAM_COUNT(c)};
     return l;
 }
@@ -29,16 +29,28 @@ static inline ath_layout_t ath_layout_of(const auxtrunk_config_t *c)
 static inline auxtrunk_params_t ath_params_view(const auxtrunk_config_t *c, const float *base)
 {
     ath_layout_t l = ath_layout_of(c);
-    auxtrunk_params_t p = {sizeof(auxtrunk_params_t), 0,          base + l.w1, base + l.b1,
-                           base + l.w2,               base + l.b2, base + l.w3, base + l.b3};
+    auxtrunk_params_t p = {sizeof(auxtrunk_params_t),
+                           0,
+                           base + l.w1,
+                           base + l.b1,
+                           base + l.w2,
+                           base + l.b2,
+                           base + l.w3,
+                           base + l.b3};
     return p;
 }
 
 static inline auxtrunk_grads_t ath_grads_view(const auxtrunk_config_t *c, float *base)
 {
     ath_layout_t l = ath_layout_of(c);
-    auxtrunk_grads_t g = {sizeof(auxtrunk_grads_t), 0,          base + l.w1, base + l.b1,
-                          base + l.w2,              base + l.b2, base + l.w3, base + l.b3};
+    auxtrunk_grads_t g = {sizeof(auxtrunk_grads_t),
+                          0,
+                          base + l.w1,
+                          base + l.b1,
+                          base + l.w2,
+                          base + l.b2,
+                          base + l.w3,
+                          base + l.b3};
     return g;
 }
 

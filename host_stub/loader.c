@@ -77,8 +77,7 @@ ath_load_status_t ath_plugin_load(const char *dir_or_file, ath_plugin_t *pl, ath
     return ATH_LOAD_OK;
 }
 
-ath_load_status_t ath_plugin_init(ath_plugin_t *pl, const auxtrunk_config_t *config,
-                                  ath_err_t *err)
+ath_load_status_t ath_plugin_init(ath_plugin_t *pl, const auxtrunk_config_t *config, ath_err_t *err)
 {
     auxtrunk_handle_t *h = NULL;
     int32_t s = pl->api.init(config, &h);
@@ -88,7 +87,8 @@ ath_load_status_t ath_plugin_init(ath_plugin_t *pl, const auxtrunk_config_t *con
                  "(status %d)",
                  pl->path, config->enc, config->h1, config->h2, config->aux, config->max_batch,
                  config->device,
-                 s == AUXTRUNK_OK ? "it returned OK but no handle" : plugin_status_text(&pl->api, s),
+                 s == AUXTRUNK_OK ? "it returned OK but no handle"
+                                  : plugin_status_text(&pl->api, s),
                  (int)s);
         return ATH_LOAD_INIT;
     }
@@ -136,8 +136,8 @@ int ath_plugins_root(char *root, size_t n, ath_err_t *err)
             return 0;
         }
     }
-    return ath_errf(err, "no plugins directory next to the executable (tried %s and %s)",
-                    tried[0], tried[1]);
+    return ath_errf(err, "no plugins directory next to the executable (tried %s and %s)", tried[0],
+                    tried[1]);
 }
 
 int ath_plugin_named(const char *name, char *path, size_t n, ath_err_t *err)

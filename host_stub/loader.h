@@ -30,24 +30,24 @@
  * init's refusal, which only the host sees. */
 typedef enum ath_load_status {
     ATH_LOAD_OK = AUXTRUNK_LOAD_OK,
-    ATH_LOAD_NO_FILE = AUXTRUNK_LOAD_E_NO_FILE,         /* no file at the path */
-    ATH_LOAD_PERMISSIONS = AUXTRUNK_LOAD_E_PERMISSIONS, /* file or directory writable by others */
+    ATH_LOAD_NO_FILE = AUXTRUNK_LOAD_E_NO_FILE,           /* no file at the path */
+    ATH_LOAD_PERMISSIONS = AUXTRUNK_LOAD_E_PERMISSIONS,   /* file or directory writable by others */
     ATH_LOAD_NOT_LOADABLE = AUXTRUNK_LOAD_E_NOT_LOADABLE, /* not ELF, truncated, dlopen failed */
-    ATH_LOAD_NO_ENTRY = AUXTRUNK_LOAD_E_NO_ENTRY,       /* no auxtrunk_plugin_entry */
-    ATH_LOAD_ABI = AUXTRUNK_LOAD_E_ABI,                 /* no common ABI version */
-    ATH_LOAD_BAD_TABLE = AUXTRUNK_LOAD_E_BAD_TABLE,     /* the API table fails a check */
-    ATH_LOAD_INIT = -100,                               /* init refused the configuration */
+    ATH_LOAD_NO_ENTRY = AUXTRUNK_LOAD_E_NO_ENTRY,         /* no auxtrunk_plugin_entry */
+    ATH_LOAD_ABI = AUXTRUNK_LOAD_E_ABI,                   /* no common ABI version */
+    ATH_LOAD_BAD_TABLE = AUXTRUNK_LOAD_E_BAD_TABLE,       /* the API table fails a check */
+    ATH_LOAD_INIT = -100,                                 /* init refused the configuration */
 } ath_load_status_t;
 
 /* Memory space named by the caps (exactly one is set in an accepted table). */
 typedef enum ath_space { ATH_SPACE_HOST = 1, ATH_SPACE_CUDA = 2 } ath_space_t;
 
 typedef struct ath_plugin {
-    void *lib;                  /* dlopen handle; NULL when nothing is loaded */
-    auxtrunk_api_t api;         /* the negotiated table */
-    auxtrunk_handle_t *handle;  /* NULL until ath_plugin_init */
-    ath_space_t space;          /* from api.caps */
-    char path[ATH_PATH_MAX];    /* the file that was opened */
+    void *lib;                 /* dlopen handle; NULL when nothing is loaded */
+    auxtrunk_api_t api;        /* the negotiated table */
+    auxtrunk_handle_t *handle; /* NULL until ath_plugin_init */
+    ath_space_t space;         /* from api.caps */
+    char path[ATH_PATH_MAX];   /* the file that was opened */
 } ath_plugin_t;
 
 /* Short name of a status, e.g. "no-entry" (the loader's, and "init-failed"). */

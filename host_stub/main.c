@@ -206,13 +206,22 @@ static int default_plugin(plugin_list_t *pl, const char *cmd)
 
 /* Table shorthands: an option with a range whose default --help prints from
  * its destination, one with a text for a default, one with none. */
-#define NUM(name, arg, kind, dst, lo, hi, help)                                                \
-    {name, arg, kind, dst, help, lo, hi, 1, NULL, NULL, NULL}
-#define NUM_T(name, arg, kind, dst, lo, hi, text, help)                                        \
-    {name, arg, kind, dst, help, lo, hi, 0, text, NULL, NULL}
-#define PLAIN(name, arg, kind, dst, help) {name, arg, kind, dst, help, 0, 0, 0, NULL, NULL, NULL}
-#define CUSTOM(name, arg, dst, set, show, help)                                                \
-    {name, arg, ATH_OPT_CUSTOM, dst, help, 0, 0, show != NULL, NULL, set, show}
+#define NUM(name, arg, kind, dst, lo, hi, help)                 \
+    {                                                           \
+        name, arg, kind, dst, help, lo, hi, 1, NULL, NULL, NULL \
+    }
+#define NUM_T(name, arg, kind, dst, lo, hi, text, help)         \
+    {                                                           \
+        name, arg, kind, dst, help, lo, hi, 0, text, NULL, NULL \
+    }
+#define PLAIN(name, arg, kind, dst, help)                     \
+    {                                                         \
+        name, arg, kind, dst, help, 0, 0, 0, NULL, NULL, NULL \
+    }
+#define CUSTOM(name, arg, dst, set, show, help)                                   \
+    {                                                                             \
+        name, arg, ATH_OPT_CUSTOM, dst, help, 0, 0, show != NULL, NULL, set, show \
+    }
 #define WIDTH(name, dst, help) NUM(name, "N", ATH_OPT_INT, dst, 1, AUXTRUNK_MAX_WIDTH, help)
 #define U64_MAX_D 0x1p64 /* the whole uint64_t range */
 
@@ -245,7 +254,8 @@ static int check_train_paths(const ath_train_opts_t *o, const ath_swap_opts_t *s
     int which = 0;
     ath_err_t err;
     switch (ath_io_check(p, n, &which, &err)) {
-    case ATH_IO_OK: break;
+    case ATH_IO_OK:
+        break;
     case ATH_IO_COLLISION:
         fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
         return ATH_EXIT_USAGE;
@@ -296,34 +306,56 @@ static int cmd_train(int argc, char **argv, int first)
     swap_at_list_t swap_at = {.n = 0};
     int overwrite = 0;
     const ath_opt_t opts[] = {
-        CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory (or a libauxtrunk.so file)"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root (cpu, cuda-v1, ...)"),
-        NUM("steps", "N", ATH_OPT_U64, &o.steps, 0, U64_MAX_D, "train until step N (a resumed run continues to N)"),
+        CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL,
+               "plugin directory (or a libauxtrunk.so file)"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL,
+               "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root (cpu, cuda-v1, ...)"),
+        NUM("steps", "N", ATH_OPT_U64, &o.steps, 0, U64_MAX_D,
+            "train until step N (a resumed run continues to N)"),
         NUM("batch", "B", ATH_OPT_INT, &batch, 1, AUXTRUNK_MAX_BATCH, "samples per step"),
-        NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D, "seed of the task, the data and the initial parameters"),
+        NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D,
+            "seed of the task, the data and the initial parameters"),
         NUM("lr", "LR", ATH_OPT_FLOAT, &o.lr, FLT_MIN, 1e30, "Adam learning rate"),
         WIDTH("enc", &o.enc, "ENC, the encoder width"),
         WIDTH("h1", &o.h1, "H1"),
         WIDTH("h2", &o.h2, "H2"),
         WIDTH("aux", &o.aux, "AUX, the output width"),
-        PLAIN("csv", "FILE", ATH_OPT_STR, &o.csv, "write the loss curve as CSV (step,loss; '-' = stdout)"),
-        PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg, "write the loss curve as an SVG chart (log-scale loss)"),
-        PLAIN("checkpoint", "FILE", ATH_OPT_STR, &o.checkpoint, "write a checkpoint to FILE at the end (atomically)"),
-        PLAIN("overwrite", NULL, ATH_OPT_FLAG, &overwrite, "replace an existing --checkpoint FILE this run does not --resume from"),
-        NUM_T("checkpoint-every", "N", ATH_OPT_U64, &o.checkpoint_every, 1, U64_MAX_D, NULL, "also write it every N steps"),
-        PLAIN("resume", "FILE", ATH_OPT_STR, &o.resume, "continue from checkpoint FILE (same topology and settings)"),
-        NUM_T("log-every", "N", ATH_OPT_U64, &o.log_every, 1, U64_MAX_D, "about 10 per run", "progress line every N steps"),
-        NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for a CUDA plugin"),
+        PLAIN("csv", "FILE", ATH_OPT_STR, &o.csv,
+              "write the loss curve as CSV (step,loss; '-' = stdout)"),
+        PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg,
+              "write the loss curve as an SVG chart (log-scale loss)"),
+        PLAIN("checkpoint", "FILE", ATH_OPT_STR, &o.checkpoint,
+              "write a checkpoint to FILE at the end (atomically)"),
+        PLAIN("overwrite", NULL, ATH_OPT_FLAG, &overwrite,
+              "replace an existing --checkpoint FILE this run does not --resume from"),
+        NUM_T("checkpoint-every", "N", ATH_OPT_U64, &o.checkpoint_every, 1, U64_MAX_D, NULL,
+              "also write it every N steps"),
+        PLAIN("resume", "FILE", ATH_OPT_STR, &o.resume,
+              "continue from checkpoint FILE (same topology and settings)"),
+        NUM_T("log-every", "N", ATH_OPT_U64, &o.log_every, 1, U64_MAX_D, "about 10 per run",
+              "progress line every N steps"),
+        NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one",
+              "CUDA device for a CUDA plugin"),
         PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "no progress lines, only the summary"),
-        PLAIN("no-graph", NULL, ATH_OPT_FLAG, &o.no_graph, "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"),
-        NUM_T("gpus", "N", ATH_OPT_INT, &o.gpus, 1, ATH_DIST_MAX_RANKS, NULL, "data parallel: one process per GPU, NCCL between them (--batch is the global batch)"),
-        NUM("call-timeout", "SECONDS", ATH_OPT_DOUBLE, &o.call_timeout_s, 0, 1e9, "end the run (exit 5) if a plugin call or the device hangs this long (0 = never)"),
-        PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch, "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"),
-        NUM_T("swap-poll-ms", "MS", ATH_OPT_INT, &sw.poll_ms, 1, 3600000, "inotify", "hot-swap: poll the directory every MS ms instead of inotify"),
-        CUSTOM("swap-at", "STEP:PATH", &swap_at, set_swap_at, NULL, "hot-swap: swap to PATH after step STEP (repeatable, ascending)"),
-        NUM("swap-timeout", "SECONDS", ATH_OPT_DOUBLE, &sw.vet_timeout_s, 0.001, 86400, "hot-swap: limit for vetting a candidate"),
-        NUM("rollback-steps", "N", ATH_OPT_U64, &sw.rollback_steps, 1, U64_MAX_D, "hot-swap: steps a new version may still roll back"),
-        PLAIN("plugin-sha256", "FILE", ATH_OPT_STR, &sw.sha256_file, "only load plugins whose SHA-256 is listed in FILE (sha256sum format)"),
+        PLAIN("no-graph", NULL, ATH_OPT_FLAG, &o.no_graph,
+              "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"),
+        NUM_T(
+            "gpus", "N", ATH_OPT_INT, &o.gpus, 1, ATH_DIST_MAX_RANKS, NULL,
+            "data parallel: one process per GPU, NCCL between them (--batch is the global batch)"),
+        NUM("call-timeout", "SECONDS", ATH_OPT_DOUBLE, &o.call_timeout_s, 0, 1e9,
+            "end the run (exit 5) if a plugin call or the device hangs this long (0 = never)"),
+        PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch,
+              "hot-swap: take a new libauxtrunk.so dropped into the plugin directory"),
+        NUM_T("swap-poll-ms", "MS", ATH_OPT_INT, &sw.poll_ms, 1, 3600000, "inotify",
+              "hot-swap: poll the directory every MS ms instead of inotify"),
+        CUSTOM("swap-at", "STEP:PATH", &swap_at, set_swap_at, NULL,
+               "hot-swap: swap to PATH after step STEP (repeatable, ascending)"),
+        NUM("swap-timeout", "SECONDS", ATH_OPT_DOUBLE, &sw.vet_timeout_s, 0.001, 86400,
+            "hot-swap: limit for vetting a candidate"),
+        NUM("rollback-steps", "N", ATH_OPT_U64, &sw.rollback_steps, 1, U64_MAX_D,
+            "hot-swap: steps a new version may still roll back"),
+        PLAIN("plugin-sha256", "FILE", ATH_OPT_STR, &sw.sha256_file,
+              "only load plugins whose SHA-256 is listed in FILE (sha256sum format)"),
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];
     int p = parse(argc, argv, first, opts, n_opts, "train");
@@ -383,24 +415,37 @@ static int cmd_bench(int argc, char **argv, int first)
     plugin_list_t plugins = {.n = 0};
     batch_list_t batches = {{32, 256, 1024, 4096, 65536}, 5};
     const ath_opt_t opts[] = {
-        CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL, "plugin directory or file; repeat to compare plugins"),
-        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL, "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root; repeatable"),
-        CUSTOM("batches", "LIST", &batches, set_batches, show_batches, "batch sizes, comma-separated"),
-        NUM("iters", "N", ATH_OPT_INT, &o.iters, 1, 100000000, "timed iterations per batch, at most"),
-        NUM("warmup", "N", ATH_OPT_INT, &o.warmup, 0, 100000000, "untimed warm-up iterations, at most"),
-        NUM("min-iters", "N", ATH_OPT_INT, &o.min_iters, 1, 100000000, "timed iterations, at least"),
-        NUM("budget", "SECONDS", ATH_OPT_DOUBLE, &o.budget_s, 0, 86400, "stop a timing loop after this long once min-iters ran"),
-        NUM("rotate-mib", "MIB", ATH_OPT_U64, &rotate, 0, 1 << 20, "rotate input sets through this much memory (0 = one set)"),
+        CUSTOM("plugin-dir", "DIR", &plugins, set_plugin_path, NULL,
+               "plugin directory or file; repeat to compare plugins"),
+        CUSTOM("plugin", "NAME", &plugins, set_plugin_named, NULL,
+               "plugin NAME in $AUXTRUNK_PLUGIN_PATH or the plugins root; repeatable"),
+        CUSTOM("batches", "LIST", &batches, set_batches, show_batches,
+               "batch sizes, comma-separated"),
+        NUM("iters", "N", ATH_OPT_INT, &o.iters, 1, 100000000,
+            "timed iterations per batch, at most"),
+        NUM("warmup", "N", ATH_OPT_INT, &o.warmup, 0, 100000000,
+            "untimed warm-up iterations, at most"),
+        NUM("min-iters", "N", ATH_OPT_INT, &o.min_iters, 1, 100000000,
+            "timed iterations, at least"),
+        NUM("budget", "SECONDS", ATH_OPT_DOUBLE, &o.budget_s, 0, 86400,
+            "stop a timing loop after this long once min-iters ran"),
+        NUM("rotate-mib", "MIB", ATH_OPT_U64, &rotate, 0, 1 << 20,
+            "rotate input sets through this much memory (0 = one set)"),
         WIDTH("enc", &o.enc, "ENC"),
         WIDTH("h1", &o.h1, "H1"),
         WIDTH("h2", &o.h2, "H2"),
         WIDTH("aux", &o.aux, "AUX"),
-        NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D, "seed of the random parameters and inputs"),
+        NUM("seed", "S", ATH_OPT_U64, &o.seed, 0, U64_MAX_D,
+            "seed of the random parameters and inputs"),
         PLAIN("csv", "FILE", ATH_OPT_STR, &o.csv, "also write the results as CSV ('-' = stdout)"),
-        PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg, "chart of step time against batch size (log-log SVG)"),
-        PLAIN("cublas", NULL, ATH_OPT_FLAG, &o.cublas, "also time the same trunk written with cuBLAS (CUDA graph)"),
-        NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one", "CUDA device for CUDA plugins"),
-        PLAIN("fast", NULL, ATH_OPT_FLAG, &o.fast, "request AUXTRUNK_CONFIG_FAST (plugins without it are skipped; TF32 for --cublas)"),
+        PLAIN("svg", "FILE", ATH_OPT_STR, &o.svg,
+              "chart of step time against batch size (log-log SVG)"),
+        PLAIN("cublas", NULL, ATH_OPT_FLAG, &o.cublas,
+              "also time the same trunk written with cuBLAS (CUDA graph)"),
+        NUM_T("device", "N", ATH_OPT_INT, &o.device, 0, 1023, "the current one",
+              "CUDA device for CUDA plugins"),
+        PLAIN("fast", NULL, ATH_OPT_FLAG, &o.fast,
+              "request AUXTRUNK_CONFIG_FAST (plugins without it are skipped; TF32 for --cublas)"),
         PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "print only the table"),
     };
     const size_t n_opts = sizeof opts / sizeof opts[0];

@@ -153,10 +153,15 @@ static int set_value(const ath_opt_t *o, const char *v, const char *what, ath_er
         *(float *)o->dst = f;
         return 0;
     }
-    case ATH_OPT_DOUBLE: return ath_parse_real(v, o->min, o->max, what, (double *)o->dst, err);
-    case ATH_OPT_STR: *(const char **)o->dst = v; return 0;
-    case ATH_OPT_CUSTOM: return o->set(o->dst, v, err);
-    case ATH_OPT_FLAG: break;
+    case ATH_OPT_DOUBLE:
+        return ath_parse_real(v, o->min, o->max, what, (double *)o->dst, err);
+    case ATH_OPT_STR:
+        *(const char **)o->dst = v;
+        return 0;
+    case ATH_OPT_CUSTOM:
+        return o->set(o->dst, v, err);
+    case ATH_OPT_FLAG:
+        break;
     }
     return 0;
 }
@@ -208,10 +213,18 @@ static void show_default(const ath_opt_t *o, char *buf, size_t n)
     if (!o->show_default)
         return;
     switch (o->kind) {
-    case ATH_OPT_INT: snprintf(buf, n, "%d", *(const int *)o->dst); break;
-    case ATH_OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)o->dst); break;
-    case ATH_OPT_FLOAT: snprintf(buf, n, "%g", (double)*(const float *)o->dst); break;
-    case ATH_OPT_DOUBLE: snprintf(buf, n, "%g", *(const double *)o->dst); break;
+    case ATH_OPT_INT:
+        snprintf(buf, n, "%d", *(const int *)o->dst);
+        break;
+    case ATH_OPT_U64:
+        snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)o->dst);
+        break;
+    case ATH_OPT_FLOAT:
+        snprintf(buf, n, "%g", (double)*(const float *)o->dst);
+        break;
+    case ATH_OPT_DOUBLE:
+        snprintf(buf, n, "%g", *(const double *)o->dst);
+        break;
     case ATH_OPT_STR:
         if (*(const char *const *)o->dst)
             snprintf(buf, n, "%s", *(const char *const *)o->dst);
@@ -220,7 +233,8 @@ static void show_default(const ath_opt_t *o, char *buf, size_t n)
         if (o->show)
             o->show(o->dst, buf, n);
         break;
-    case ATH_OPT_FLAG: break;
+    case ATH_OPT_FLAG:
+        break;
     }
 }
 

@@ -35,8 +35,8 @@ typedef struct ath_opt {
     ath_opt_kind_t kind;
     void *dst;
     const char *help;
-    double min, max;  /* numeric kinds: the accepted range, inclusive */
-    int show_default; /* --help prints "(default <value of *dst>)" */
+    double min, max;          /* numeric kinds: the accepted range, inclusive */
+    int show_default;         /* --help prints "(default <value of *dst>)" */
     const char *default_text; /* --help prints "(default <this>)" instead */
     /* ATH_OPT_CUSTOM: parse value into dst (0, or -1 with a message); print
      * the default into buf. */

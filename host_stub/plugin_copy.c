@@ -29,7 +29,8 @@ static void name_path(ath_err_t *err, const char *real, const char *src)
     if (!p)
         return;
     snprintf(rest, sizeof rest, "%s", p + strlen(real));
-    snprintf(err->msg + (p - err->msg), sizeof err->msg - (size_t)(p - err->msg), "%s%s", src, rest);
+    snprintf(err->msg + (p - err->msg), sizeof err->msg - (size_t)(p - err->msg), "%s%s", src,
+             rest);
 }
 
 /* Removes the files in dir, then dir (only copies and requests are ever

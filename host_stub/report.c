@@ -125,10 +125,18 @@ static void put_escaped(FILE *f, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
         default:
             if ((unsigned char)*s >= 0x20)
                 fputc(*s, f);
@@ -198,7 +206,7 @@ int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath
     if (s1 <= s0)
         s1 = s0 + 1;
     const double pw = W - ML - MR, ph = H - MT - MB;
-#define XS(s) (ML + ((s) - s0) / (s1 - s0) * pw)
+#define XS(s) (ML + ((s)-s0) / (s1 - s0) * pw)
 #define YS(l) (MT + ((double)d1 - log10(l)) / (double)(d1 - d0) * ph)
 
     ath_out_t o;
@@ -265,10 +273,7 @@ int ath_svg_write(const char *path, const ath_curve_t *c, const char *title, ath
 static const char *const palette[8] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                        "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-static int usable(double x, double y)
-{
-    return x > 0 && y > 0 && isfinite(x) && isfinite(y);
-}
+static int usable(double x, double y) { return x > 0 && y > 0 && isfinite(x) && isfinite(y); }
 
 int ath_svg_loglog(const char *path, const char *title, const char *xlabel, const char *ylabel,
                    const ath_series_t *series, int n_series, ath_err_t *err)
@@ -303,11 +308,11 @@ int ath_svg_loglog(const char *path, const char *title, const char *xlabel, cons
         return -1;
     fputs("<g stroke=\"#dddddd\" stroke-width=\"1\">\n", f);
     for (double d = x0; d <= x1; d++)
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.0f\"/>\n",
-                LX(pow(10, d)), MT, LX(pow(10, d)), MT + ph);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.0f\"/>\n", LX(pow(10, d)), MT,
+                LX(pow(10, d)), MT + ph);
     for (double d = y0; d <= y1; d++)
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\"/>\n", ML,
-                LY(pow(10, d)), ML + pw, LY(pow(10, d)));
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\"/>\n", ML, LY(pow(10, d)),
+                ML + pw, LY(pow(10, d)));
     fputs("</g>\n<g text-anchor=\"middle\">\n", f);
     for (double d = x0; d <= x1; d++)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\">1e%.0f</text>\n", LX(pow(10, d)), H - MB + 18, d);
@@ -338,13 +343,11 @@ int ath_svg_loglog(const char *path, const char *title, const char *xlabel, cons
         fputs("\"/>\n", f);
         for (int i = 0; i < s->n; i++)
             if (usable(s->x[i], s->y[i]))
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>\n", LX(s->x[i]),
-                        LY(s->y[i]));
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>\n", LX(s->x[i]), LY(s->y[i]));
         double ly = MT + 14 + 18 * k;
         fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke-width=\"2\"/>\n",
                 ML + pw + 12, ly - 4, ML + pw + 32, ly - 4);
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" stroke=\"none\" fill=\"black\">", ML + pw + 38,
-                ly);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" stroke=\"none\" fill=\"black\">", ML + pw + 38, ly);
         put_escaped(f, s->name);
         fputs("</text>\n</g>\n", f);
     }

@@ -19,8 +19,7 @@
 /* ------------------------------------------------------------------------- */
 /* Inputs                                                                    */
 
-int ath_in_open(const char *path, const char *what, struct stat *st, int *missing,
-                ath_err_t *err)
+int ath_in_open(const char *path, const char *what, struct stat *st, int *missing, ath_err_t *err)
 {
     if (missing)
         *missing = 0;
@@ -34,7 +33,9 @@ int ath_in_open(const char *path, const char *what, struct stat *st, int *missin
         int fifo = S_ISFIFO(st->st_mode), dir = S_ISDIR(st->st_mode);
         close(fd);
         return ath_errf(err, "%s %s: not a regular file (%s); refusing it", what, path,
-                        fifo ? "a FIFO" : dir ? "a directory" : "a device or socket");
+                        fifo  ? "a FIFO"
+                        : dir ? "a directory"
+                              : "a device or socket");
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
@@ -142,8 +143,7 @@ int ath_out_open(ath_out_t *o, const char *path, const char *what, ath_err_t *er
     if (fd < 0) {
         int e = errno;
         o->tmp[0] = '\0';
-        return ath_errf(err, "%s %s: cannot create a file in %s: %s", what, path, dir,
-                        strerror(e));
+        return ath_errf(err, "%s %s: cannot create a file in %s: %s", what, path, dir, strerror(e));
     }
     o->f = fdopen(fd, "w");
     if (!o->f) {
@@ -247,8 +247,7 @@ static void ident_of(const char *path, ident_t *id)
     char dir[ATH_PATH_MAX], rdir[PATH_MAX];
     ath_dir_of(path, dir, sizeof dir);
     if (realpath(dir, rdir))
-        snprintf(id->name, sizeof id->name, "%s/%s", strcmp(rdir, "/") ? rdir : "",
-                 base_of(path));
+        snprintf(id->name, sizeof id->name, "%s/%s", strcmp(rdir, "/") ? rdir : "", base_of(path));
     else
         snprintf(id->name, sizeof id->name, "%s", path);
     if (!realpath(path, id->real))
@@ -316,8 +315,8 @@ ath_io_problem_t ath_io_check(const ath_io_path_t *p, int n, int *which, ath_err
             rc = ATH_IO_UNWRITABLE;
             ath_errf(err, "%s %s exists and is not a regular file (%s); refusing to replace it",
                      p[i].what, p[i].path,
-                     S_ISLNK(st.st_mode)   ? "a symbolic link"
-                     : S_ISDIR(st.st_mode) ? "a directory"
+                     S_ISLNK(st.st_mode)    ? "a symbolic link"
+                     : S_ISDIR(st.st_mode)  ? "a directory"
                      : S_ISFIFO(st.st_mode) ? "a FIFO"
                                             : "a device or socket");
             break;

@@ -39,8 +39,7 @@
  * names it in messages ("checkpoint"). Returns the descriptor (O_CLOEXEC,
  * blocking again) with *st filled, or -1 with the message; *missing (may be
  * NULL) is set when there is no such file. */
-int ath_in_open(const char *path, const char *what, struct stat *st, int *missing,
-                ath_err_t *err);
+int ath_in_open(const char *path, const char *what, struct stat *st, int *missing, ath_err_t *err);
 
 /* Reads exactly n bytes (fewer only at end of file). Returns the count, or
  * -1 on a read error (errno set). */
@@ -56,10 +55,10 @@ int ath_in_slurp(const char *path, const char *what, size_t limit, char **data, 
 /* Outputs                                                                   */
 
 typedef struct ath_out {
-    FILE *f;                      /* write through this */
-    char path[ATH_PATH_MAX];      /* the target */
-    char tmp[ATH_PATH_MAX + 32];  /* the temporary, "" once renamed */
-    char what[64];                /* "checkpoint", "CSV", ... in messages */
+    FILE *f;                     /* write through this */
+    char path[ATH_PATH_MAX];     /* the target */
+    char tmp[ATH_PATH_MAX + 32]; /* the temporary, "" once renamed */
+    char what[64];               /* "checkpoint", "CSV", ... in messages */
 } ath_out_t;
 
 /* Creates the temporary for path. Returns 0, or -1 with the message. */

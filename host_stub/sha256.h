@@ -14,9 +14,9 @@
 
 typedef struct ath_sha256 {
     uint32_t h[8];
-    uint64_t bytes;      /* message length so far */
-    uint8_t block[64];   /* pending input */
-    size_t fill;         /* bytes in block */
+    uint64_t bytes;    /* message length so far */
+    uint8_t block[64]; /* pending input */
+    size_t fill;       /* bytes in block */
 } ath_sha256_t;
 
 void ath_sha256_init(ath_sha256_t *s);

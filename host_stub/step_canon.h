@@ -200,8 +200,8 @@ ATH_HD void ath_step_verdict(ath_scalars_t *s, float loss, int grads_bad, ath_ad
     if (s->ok) {
         s->b1t = ath_fmul(s->b1t, hp.beta1);
         s->b2t = ath_fmul(s->b2t, hp.beta2);
-        s->lr_t = ath_fdiv(ath_fmul(hp.lr, ath_fsqrt(ath_fsub(1.0f, s->b2t))),
-                           ath_fsub(1.0f, s->b1t));
+        s->lr_t =
+            ath_fdiv(ath_fmul(hp.lr, ath_fsqrt(ath_fsub(1.0f, s->b2t))), ath_fsub(1.0f, s->b1t));
         s->t += 1;
     }
     s->loss = loss;

@@ -146,25 +146,24 @@ extern "C" int ath_cuda_gather_shard(void *stream, const float *buf_x, const flo
                                      int32_t slot0, int32_t B, int32_t enc, int32_t aux, float *x,
                                      float *target)
 {
-    gather_kernel<<<(unsigned)B, 128, 0, (cudaStream_t)stream>>>(buf_x, buf_t, key, log2n, sc,
-                                                                  (uint32_t)slot0, enc, aux, x,
-                                                                  target);
+    gather_kernel<<<(unsigned)B, 128, 0, (cudaStream_t)stream>>>(
+        buf_x, buf_t, key, log2n, sc, (uint32_t)slot0, enc, aux, x, target);
     return (int)cudaGetLastError();
 }
 
-extern "C" int ath_cuda_gather(void *stream, const float *buf_x, const float *buf_t,
-                               uint64_t key, int log2n, const ath_scalars_t *sc, int32_t B,
-                               int32_t enc, int32_t aux, float *x, float *target)
+extern "C" int ath_cuda_gather(void *stream, const float *buf_x, const float *buf_t, uint64_t key,
+                               int log2n, const ath_scalars_t *sc, int32_t B, int32_t enc,
+                               int32_t aux, float *x, float *target)
 {
     return ath_cuda_gather_shard(stream, buf_x, buf_t, key, log2n, sc, 0, B, enc, aux, x, target);
 }
 
-extern "C" int ath_cuda_loss_shard(void *stream, const float *out, const float *target,
-                                   uint32_t n, uint32_t n_total, float *dout, float *part)
+extern "C" int ath_cuda_loss_shard(void *stream, const float *out, const float *target, uint32_t n,
+                                   uint32_t n_total, float *dout, float *part)
 {
     const unsigned segs = (n + ATH_CUDA_SEGMENT - 1) / ATH_CUDA_SEGMENT;
-    loss_kernel<<<segs, ATH_CUDA_SEGMENT, 0, (cudaStream_t)stream>>>(out, target, n, n_total,
-                                                                     dout, part);
+    loss_kernel<<<segs, ATH_CUDA_SEGMENT, 0, (cudaStream_t)stream>>>(out, target, n, n_total, dout,
+                                                                     part);
     return (int)cudaGetLastError();
 }
 
@@ -195,9 +194,8 @@ extern "C" int ath_cuda_verdict(void *stream, float *part, uint32_t n_part, cons
     return (int)cudaGetLastError();
 }
 
-extern "C" int ath_cuda_adam(void *stream, float *params, float *m, float *v,
-                             const float *grads, size_t n_params, const ath_scalars_t *sc,
-                             ath_adam_hp_t hp)
+extern "C" int ath_cuda_adam(void *stream, float *params, float *m, float *v, const float *grads,
+                             size_t n_params, const ath_scalars_t *sc, ath_adam_hp_t hp)
 {
     adam_kernel<<<blocks_for(n_params, 256, 1024), 256, 0, (cudaStream_t)stream>>>(
         params, m, v, grads, n_params, sc, hp);

@@ -25,15 +25,15 @@ extern "C" {
 
 /* The batch of step sc->step + 1: x [B, ENC], target [B, AUX] from the
  * replay buffer buf_x [2^log2n, ENC], buf_t [2^log2n, AUX]. */
-int ath_cuda_gather(void *stream, const float *buf_x, const float *buf_t, uint64_t key,
-                    int log2n, const ath_scalars_t *sc, int32_t B, int32_t enc, int32_t aux,
-                    float *x, float *target);
+int ath_cuda_gather(void *stream, const float *buf_x, const float *buf_t, uint64_t key, int log2n,
+                    const ath_scalars_t *sc, int32_t B, int32_t enc, int32_t aux, float *x,
+                    float *target);
 
 /* The same for a data-parallel rank: row b of x and target holds global
  * slot slot0 + b. */
 int ath_cuda_gather_shard(void *stream, const float *buf_x, const float *buf_t, uint64_t key,
-                          int log2n, const ath_scalars_t *sc, int32_t slot0, int32_t B,
-                          int32_t enc, int32_t aux, float *x, float *target);
+                          int log2n, const ath_scalars_t *sc, int32_t slot0, int32_t B, int32_t enc,
+                          int32_t aux, float *x, float *target);
 
 /* dout [n] and the loss elements' sums per aligned segment of
  * ATH_CUDA_SEGMENT: part [ceil(n / ATH_CUDA_SEGMENT)]. */

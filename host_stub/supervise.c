@@ -91,8 +91,8 @@ int ath_child_run(const ath_child_spec_t *spec, ath_child_t *c, ath_err_t *err)
             continue; /* EINTR or the deadline: the loop decides */
         char drop[4096];
         int keep = c->len < cap;
-        ssize_t got = keep ? read(fds[0], c->out + c->len, cap - c->len)
-                           : read(fds[0], drop, sizeof drop);
+        ssize_t got =
+            keep ? read(fds[0], c->out + c->len, cap - c->len) : read(fds[0], drop, sizeof drop);
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)

@@ -53,9 +53,9 @@ struct ath_swap {
     struct {
         char sha[SHA_HEX];
         uint64_t step;
-    } *bad;
+    } * bad;
     int n_bad;
-    int cuda_used;          /* a CUDA context may exist in this process */
+    int cuda_used; /* a CUDA context may exist in this process */
 
     ath_canary_t canary;
 
@@ -256,9 +256,8 @@ static int vet_candidate(ath_swap_t *s, const char *copy, const float *params, i
                    req_file, ver, reason, child_ms, err);
 }
 
-ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *trigger,
-                                uint64_t step, const float *params, ath_trunk_t *live,
-                                ath_swap_result_t *res)
+ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *trigger, uint64_t step,
+                                const float *params, ath_trunk_t *live, ath_swap_result_t *res)
 {
     ath_swap_result_t local;
     if (!res)
@@ -288,8 +287,8 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
         res->reason = "";
         res->ms = (ath_now_s() - t0) * 1e3;
         mark_cut(res->msg, sizeof res->msg,
-                 snprintf(res->msg, sizeof res->msg, "%s is the running version %s (SHA-256 %.16s...)",
-                          file, running, sha));
+                 snprintf(res->msg, sizeof res->msg,
+                          "%s is the running version %s (SHA-256 %.16s...)", file, running, sha));
         s->stats.unchanged++;
         ath_logf(s->log, "swap: after step %llu (%s): %s; nothing to do [%.1f ms]",
                  (unsigned long long)step, trigger, res->msg, res->ms);
@@ -298,8 +297,9 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
     for (int i = 0; i < s->n_bad; i++)
         if (strcmp(sha, s->bad[i].sha) == 0) {
             reason = R_ROLLED_BACK;
-            ath_errf(&err, "this file (SHA-256 %.16s...) was rolled back after step %llu; deploy "
-                           "a fixed version",
+            ath_errf(&err,
+                     "this file (SHA-256 %.16s...) was rolled back after step %llu; deploy "
+                     "a fixed version",
                      sha, (unsigned long long)s->bad[i].step);
             goto refused;
         }
@@ -311,8 +311,8 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
         reason = R_REFERENCE;
         goto refused;
     }
-    if (vet_candidate(s, copy, params, ath_canary_is_exact(live), &ver, &reason, &child_ms,
-                      &err) != 0)
+    if (vet_candidate(s, copy, params, ath_canary_is_exact(live), &ver, &reason, &child_ms, &err) !=
+        0)
         goto refused;
 
     /* Vetted: now load it here, and check it here too. */
@@ -355,8 +355,8 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
                       "child in %.1f ms",
                       version_of(live, taken_v, sizeof taken_v), file, running,
                       exact ? "bit-identical (exact)" : "within tolerance", (int)c->pb, child_ms));
-    ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step,
-             trigger, res->msg, res->ms);
+    ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step, trigger,
+             res->msg, res->ms);
     return res->outcome;
 
 refused:
@@ -373,8 +373,8 @@ refused:
     mark_cut(res->msg, sizeof res->msg,
              snprintf(res->msg, sizeof res->msg, "refused %s%s: %s: %s; %s keeps running", file,
                       cand_v, reason, err.msg, running));
-    ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step,
-             trigger, res->msg, res->ms);
+    ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step, trigger,
+             res->msg, res->ms);
     return res->outcome;
 }
 
@@ -439,8 +439,8 @@ int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t
     const int changed = s->change_seen || (s->o.watch && ath_watch_changed(&s->watch));
     s->hup_seen = s->change_seen = 0;
     if (hup && s->watch.file[0])
-        taken += ath_swap_try(s, s->watch.file, "SIGHUP", step, params, live, NULL) ==
-                 ATH_SWAP_TAKEN;
+        taken +=
+            ath_swap_try(s, s->watch.file, "SIGHUP", step, params, live, NULL) == ATH_SWAP_TAKEN;
     if (changed)
         taken += ath_swap_try(s, s->watch.file, ath_watch_trigger(&s->watch), step, params, live,
                               NULL) == ATH_SWAP_TAKEN;

@@ -58,7 +58,7 @@
 #include "vet.h"
 
 #define ATH_SWAP_MAX_AT 16
-#define ATH_SWAP_ROLLBACK_STEPS 50    /* default probation window */
+#define ATH_SWAP_ROLLBACK_STEPS 50 /* default probation window */
 
 /* One --swap-at entry: swap to path after step `step` has completed. */
 typedef struct ath_swap_at {
@@ -67,17 +67,17 @@ typedef struct ath_swap_at {
 } ath_swap_at_t;
 
 typedef struct ath_swap_opts {
-    int watch;               /* watch the live plugin's file for replacement */
-    int poll_ms;             /* > 0: poll every poll_ms instead of inotify */
-    double vet_timeout_s;    /* 0: ATH_VET_TIMEOUT_S */
-    uint64_t rollback_steps; /* 0: ATH_SWAP_ROLLBACK_STEPS */
-    const char *sha256_file; /* allow-list (sha256sum format), or NULL */
+    int watch;                         /* watch the live plugin's file for replacement */
+    int poll_ms;                       /* > 0: poll every poll_ms instead of inotify */
+    double vet_timeout_s;              /* 0: ATH_VET_TIMEOUT_S */
+    uint64_t rollback_steps;           /* 0: ATH_SWAP_ROLLBACK_STEPS */
+    const char *sha256_file;           /* allow-list (sha256sum format), or NULL */
     ath_swap_at_t at[ATH_SWAP_MAX_AT]; /* in ascending step order */
     int n_at;
-    const char *vet_exe;     /* program run as "<vet_exe> --swap-vet ..." (vet.h) once a CUDA
+    const char *vet_exe; /* program run as "<vet_exe> --swap-vet ..." (vet.h) once a CUDA
                                 context exists here; NULL: fork only */
-    int vet_exec_always;     /* exec vet_exe for every candidate (tests of that path) */
-    FILE *log;               /* where "swap:" lines go; NULL: stdout */
+    int vet_exec_always; /* exec vet_exe for every candidate (tests of that path) */
+    FILE *log;           /* where "swap:" lines go; NULL: stdout */
 } ath_swap_opts_t;
 
 /* Parses "STEP:PATH" into at. Returns 0, or -1 with a message. */
@@ -86,16 +86,16 @@ int ath_swap_parse_at(const char *text, ath_swap_at_t *at, ath_err_t *err);
 /* What the last ath_swap_try (or rollback) did. */
 typedef enum ath_swap_outcome {
     ATH_SWAP_TAKEN = 0,
-    ATH_SWAP_UNCHANGED,   /* the file is the running version: nothing to do */
+    ATH_SWAP_UNCHANGED, /* the file is the running version: nothing to do */
     ATH_SWAP_REFUSED,
     ATH_SWAP_ROLLED_BACK,
 } ath_swap_outcome_t;
 
 typedef struct ath_swap_result {
     ath_swap_outcome_t outcome;
-    const char *reason;   /* refusal reason name, e.g. "crashed" ("" when taken) */
-    char msg[1024];       /* the detail of the log line */
-    double ms;            /* how long it took */
+    const char *reason; /* refusal reason name, e.g. "crashed" ("" when taken) */
+    char msg[1024];     /* the detail of the log line */
+    double ms;          /* how long it took */
 } ath_swap_result_t;
 
 typedef struct ath_swap ath_swap_t;
@@ -128,9 +128,8 @@ int ath_swap_due(ath_swap_t *s, uint64_t step);
 /* One swap attempt to the file at path (a directory means its
  * libauxtrunk.so). trigger names the cause in the log. Returns the outcome;
  * details in *res if non-NULL. */
-ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *trigger,
-                                uint64_t step, const float *params, ath_trunk_t *live,
-                                ath_swap_result_t *res);
+ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *trigger, uint64_t step,
+                                const float *params, ath_trunk_t *live, ath_swap_result_t *res);
 
 /* The live version failed at `step` (why: the error text). Rolls back to the
  * previous version if it is still held (probation) and returns 0: the caller

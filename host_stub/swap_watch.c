@@ -71,8 +71,8 @@ void ath_watch_start(ath_watch_t *w, int poll_ms, FILE *log)
             close(w->ino_fd);
         w->ino_fd = -1;
         w->poll_ms = ATH_WATCH_POLL_MS;
-        ath_logf(log, "swap: inotify unavailable (%s); polling %s every %d ms", strerror(e),
-                 w->dir, w->poll_ms);
+        ath_logf(log, "swap: inotify unavailable (%s); polling %s every %d ms", strerror(e), w->dir,
+                 w->poll_ms);
     }
     w->next_poll_s = ath_now_s() + w->poll_ms * 1e-3;
     ath_logf(log, "swap: watching %s for a new %s (polling every %d ms); SIGHUP re-reads it now",

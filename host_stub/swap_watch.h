@@ -20,10 +20,10 @@
 
 typedef struct ath_watch {
     char file[ATH_PATH_MAX], dir[ATH_PATH_MAX];
-    const char *name;  /* the file's name within dir */
-    int ino_fd;        /* -1: polling, or not watching */
-    int wd;            /* the watch on dir */
-    int poll_ms;       /* > 0 while polling */
+    const char *name; /* the file's name within dir */
+    int ino_fd;       /* -1: polling, or not watching */
+    int wd;           /* the watch on dir */
+    int poll_ms;      /* > 0 while polling */
     double next_poll_s;
     struct stat seen, pending; /* polling: last acted-on and last observed */
     int have_seen, have_pending;

@@ -27,8 +27,8 @@ static void fill_uniform(ath_rng_t *r, float *dst, size_t n, float a)
 
 void ath_task_destroy(ath_task_t *task)
 {
-    float **bufs[] = {&task->x,  &task->target, &task->proj, &task->proj_b, &task->t1,
-                      &task->t1_b, &task->t2,   &task->t2_b, &task->z};
+    float **bufs[] = {&task->x,    &task->target, &task->proj, &task->proj_b, &task->t1,
+                      &task->t1_b, &task->t2,     &task->t2_b, &task->z};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
@@ -107,8 +107,7 @@ int ath_task_create(ath_task_t *task, const auxtrunk_config_t *config, uint64_t 
     return 0;
 }
 
-void ath_task_draw(const ath_task_t *task, uint64_t step, int32_t batch, float *x,
-                   float *target)
+void ath_task_draw(const ath_task_t *task, uint64_t step, int32_t batch, float *x, float *target)
 {
     const size_t ENC = (size_t)task->enc, AUX = (size_t)task->aux;
     for (int32_t b = 0; b < batch; b++) {

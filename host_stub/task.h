@@ -35,7 +35,7 @@
 
 typedef struct ath_task {
     int32_t enc, aux;
-    int log2n;            /* the buffer holds n = 2^log2n samples */
+    int log2n; /* the buffer holds n = 2^log2n samples */
     uint32_t n;
     uint64_t key;         /* ath_hash_key(seed, ATH_TAG_REPLAY) */
     float *x;             /* [n, ENC] */
@@ -54,8 +54,7 @@ void ath_task_destroy(ath_task_t *task);
 
 /* The batch of step `step` (from 1): x [batch, ENC] and target [batch, AUX]
  * copied from the buffer. */
-void ath_task_draw(const ath_task_t *task, uint64_t step, int32_t batch, float *x,
-                   float *target);
+void ath_task_draw(const ath_task_t *task, uint64_t step, int32_t batch, float *x, float *target);
 
 /* Seeded student initialisation into a flat parameter buffer (layout.h):
  * weights uniform with variance 1/fan_in (W3 scaled by 1/4 so the first

@@ -64,30 +64,30 @@ typedef struct run {
     ath_task_t task;
     ath_curve_t curve;
     ath_csv_t csv;
-    ath_swap_t *swap;          /* NULL unless hot-swapping */
-    ath_dist_t *dist;          /* NULL unless data parallel (dist.h) */
+    ath_swap_t *swap; /* NULL unless hot-swapping */
+    ath_dist_t *dist; /* NULL unless data parallel (dist.h) */
     ath_engine_cfg_t ecfg;
-    ath_engine_t *eng[3];      /* by ath_space_t, opened on first use */
-    ath_engine_t *e;           /* the engine of the live plugin */
-    float *params, *m, *v;     /* host copies [P] for checkpoints, swaps, migration */
+    ath_engine_t *eng[3];  /* by ath_space_t, opened on first use */
+    ath_engine_t *e;       /* the engine of the live plugin */
+    float *params, *m, *v; /* host copies [P] for checkpoints, swaps, migration */
     size_t P;
-    uint64_t step0;            /* the run started after this step */
-    uint64_t reported;         /* the last step whose loss is in the curve and CSV */
+    uint64_t step0;    /* the run started after this step */
+    uint64_t reported; /* the last step whose loss is in the curve and CSV */
     uint64_t last_saved;
     uint64_t log_every;
     double first_loss, last_loss;
     double t_start, t_mark, t_sync;
     uint64_t s_mark;
-    int probe_due;             /* time the next step's phases */
-    double enqueue_s, wait_s;  /* host time in the engine's step and sync calls */
-    int code;                  /* exit code of a STEP_FAIL */
+    int probe_due;            /* time the next step's phases */
+    double enqueue_s, wait_s; /* host time in the engine's step and sync calls */
+    int code;                 /* exit code of a STEP_FAIL */
     /* Probation (see the top of the file). */
     int on_probation;
-    uint64_t probation_end;    /* as the swapper's: probation is over after this step */
+    uint64_t probation_end;               /* as the swapper's: probation is over after this step */
     float *good_params, *good_m, *good_v; /* [P] the state at the last commit */
     ath_scalars_t good_sc;
     double good_first_loss;
-    uint64_t *held_step;       /* rows not yet in the curve and CSV */
+    uint64_t *held_step; /* rows not yet in the curve and CSV */
     double *held_loss;
     size_t n_held, cap_held;
     ath_err_t err;
@@ -371,9 +371,9 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
            pl->api.kernel_version, pl->path);
     printf("  topology ENC=%d H1=%d H2=%d AUX=%d (%zu parameters), batch %d, lr %g, seed %llu, "
            "%s %llu to step %llu\n",
-           o->enc, o->h1, o->h2, o->aux, r->P, o->batch, (double)o->lr,
-           (unsigned long long)o->seed, o->resume ? "resuming at step" : "from step",
-           (unsigned long long)r->step0, (unsigned long long)o->steps);
+           o->enc, o->h1, o->h2, o->aux, r->P, o->batch, (double)o->lr, (unsigned long long)o->seed,
+           o->resume ? "resuming at step" : "from step", (unsigned long long)r->step0,
+           (unsigned long long)o->steps);
     printf("  state in %s memory%s; replay buffer of %u samples\n", r->e->ops->name,
            r->e->lazy ? (r->ecfg.graph ? " for the whole run, steps as CUDA graphs where the "
                                          "plugin allows"
@@ -386,12 +386,11 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
         printf("  data parallel: %d ranks through NCCL, %d samples each of the global batch %d; "
                "%s\n",
                ranks, shard, o->batch,
-               grads_exact && loss_exact
-                   ? "bit-identical to one GPU on the full batch"
-                   : grads_exact ? "gradients bit-identical to one GPU, the loss NOT (the shard's "
-                                   "B/N*AUX elements are not a power of two); deterministic"
-                                 : "NOT bit-identical to one GPU (the shard is not 256*2^k "
-                                   "samples); deterministic for this number of GPUs");
+               grads_exact && loss_exact ? "bit-identical to one GPU on the full batch"
+               : grads_exact ? "gradients bit-identical to one GPU, the loss NOT (the shard's "
+                               "B/N*AUX elements are not a power of two); deterministic"
+                             : "NOT bit-identical to one GPU (the shard is not 256*2^k "
+                               "samples); deterministic for this number of GPUs");
     }
     fflush(stdout);
     r->t_start = r->t_mark = r->t_sync = ath_now_s();
@@ -435,8 +434,7 @@ static void progress_line(run_t *r, uint64_t step)
 {
     double now = ath_now_s();
     double rate = now > r->t_mark ? (double)(step - r->s_mark) / (now - r->t_mark) : 0.0;
-    printf("step %8llu  loss %.6e  %8.1f steps/s\n", (unsigned long long)step, r->last_loss,
-           rate);
+    printf("step %8llu  loss %.6e  %8.1f steps/s\n", (unsigned long long)step, r->last_loss, rate);
     fflush(stdout);
     r->t_mark = now;
     r->s_mark = step;
@@ -494,8 +492,8 @@ static step_outcome_t sync_report(run_t *r)
     }
     if (last == before)
         return STEP_OK;
-    const int ckpt_due = o->checkpoint && o->checkpoint_every &&
-                         last % o->checkpoint_every == 0 && last != r->last_saved;
+    const int ckpt_due = o->checkpoint && o->checkpoint_every && last % o->checkpoint_every == 0 &&
+                         last != r->last_saved;
     const int log_due = last % r->log_every == 0 || last == r->step0 + 1 || last == o->steps;
     if (ckpt_due && save_checkpoint(r, &r->err) != 0) {
         r->code = ATH_EXIT_CHECKPOINT;
@@ -540,9 +538,9 @@ static step_outcome_t run_step(run_t *r)
             if (commit_rows(r, &r->err) != 0 || keep_good_state(r, &r->err) != 0)
                 return STEP_FAIL;
             r->on_probation = 1;
-            r->probation_end = step - 1 + (r->o->swap->rollback_steps
-                                                ? r->o->swap->rollback_steps
-                                                : ATH_SWAP_ROLLBACK_STEPS);
+            r->probation_end =
+                step - 1 +
+                (r->o->swap->rollback_steps ? r->o->swap->rollback_steps : ATH_SWAP_ROLLBACK_STEPS);
             ath_scalars_t sc = r->e->sc;
             if (use_engine(r, &sc) != 0)
                 return STEP_FAIL;
@@ -581,8 +579,7 @@ static void timing_summary(const run_t *r, double elapsed, uint64_t ran)
         return;
     const double per = 1e6 / (double)ran, wall_us = elapsed * per;
     printf("summary: time per step (mean of %u timed step%s, %s):\n", e->timed,
-           e->timed == 1 ? "" : "s",
-           e->lazy ? "enqueued one by one, CUDA events" : "host clock");
+           e->timed == 1 ? "" : "s", e->lazy ? "enqueued one by one, CUDA events" : "host clock");
     double phases_us = 0.0;
     for (int p = 0; p < ATH_PHASES; p++) {
         double us = e->phase_us[p] / e->timed;
@@ -648,8 +645,7 @@ static int run_summary(run_t *r, step_outcome_t oc)
            elapsed > 0 ? (double)ran / elapsed : 0.0);
     if (ran)
         printf("summary: loss start %.6e (step 1), final %.6e (step %llu), ratio %.1fx\n",
-               r->first_loss, r->last_loss, (unsigned long long)end,
-               r->first_loss / r->last_loss);
+               r->first_loss, r->last_loss, (unsigned long long)end, r->first_loss / r->last_loss);
     else
         printf("summary: the checkpoint is already at step %llu; nothing to do\n",
                (unsigned long long)r->step0);

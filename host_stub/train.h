@@ -32,13 +32,13 @@ typedef struct ath_train_opts {
     uint64_t seed;
     float lr;
     const char *csv, *svg;
-    const char *checkpoint;    /* written at the end and every checkpoint_every steps */
-    uint64_t checkpoint_every; /* 0 = only at the end */
-    const char *resume;        /* checkpoint to continue from */
-    uint64_t log_every;        /* progress line interval in steps; 0 = automatic */
-    int quiet;                 /* no progress lines, only the summary */
+    const char *checkpoint;           /* written at the end and every checkpoint_every steps */
+    uint64_t checkpoint_every;        /* 0 = only at the end */
+    const char *resume;               /* checkpoint to continue from */
+    uint64_t log_every;               /* progress line interval in steps; 0 = automatic */
+    int quiet;                        /* no progress lines, only the summary */
     const struct ath_swap_opts *swap; /* hot-swap settings (swap.h), or NULL for none */
-    int no_graph;          /* CUDA plugins: enqueue every step, never a CUDA graph */
+    int no_graph;                     /* CUDA plugins: enqueue every step, never a CUDA graph */
     double call_timeout_s; /* watchdog: longest a plugin call or a device wait may take; 0 = none */
     int gpus;              /* data parallel over this many ranks (dist.h); 0 = one device */
     const struct ath_dist_env *dist; /* this worker's rank (dist.h), or NULL */

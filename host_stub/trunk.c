@@ -80,12 +80,10 @@ int ath_trunk_forward(ath_trunk_t *t, const float *params, const float *x, int32
         m->ops->upload(m, t->d_x, x, (size_t)batch * (size_t)c->enc * sizeof(float), err) != 0)
         return -1;
     auxtrunk_params_t p = ath_params_view(c, t->d_params);
-    int32_t s = t->plugin.api.forward(t->plugin.handle, &p, t->d_x, batch, t->d_out, 0,
-                                      m->stream);
+    int32_t s = t->plugin.api.forward(t->plugin.handle, &p, t->d_x, batch, t->d_out, 0, m->stream);
     if (s != AUXTRUNK_OK)
         return ath_plugin_failf(&t->plugin, s, err, "forward");
-    return m->ops->download(m, out, t->d_out, (size_t)batch * (size_t)c->aux * sizeof(float),
-                            err);
+    return m->ops->download(m, out, t->d_out, (size_t)batch * (size_t)c->aux * sizeof(float), err);
 }
 
 int ath_trunk_backward(ath_trunk_t *t, const float *dout, int32_t batch, float *grads,
@@ -93,13 +91,13 @@ int ath_trunk_backward(ath_trunk_t *t, const float *dout, int32_t batch, float *
 {
     ath_devmem_t *m = t->mem;
     const auxtrunk_config_t *c = &t->config;
-    if (m->ops->upload(m, t->d_dout, dout, (size_t)batch * (size_t)c->aux * sizeof(float),
-                       err) != 0)
+    if (m->ops->upload(m, t->d_dout, dout, (size_t)batch * (size_t)c->aux * sizeof(float), err) !=
+        0)
         return -1;
     auxtrunk_params_t p = ath_params_view(c, t->d_params);
     auxtrunk_grads_t g = ath_grads_view(c, t->d_grads);
-    int32_t s = t->plugin.api.backward(t->plugin.handle, &p, t->d_x, t->d_dout, batch, &g, 0,
-                                       m->stream);
+    int32_t s =
+        t->plugin.api.backward(t->plugin.handle, &p, t->d_x, t->d_dout, batch, &g, 0, m->stream);
     if (s != AUXTRUNK_OK)
         return ath_plugin_failf(&t->plugin, s, err, "backward");
     return m->ops->download(m, grads, t->d_grads, t->n_params * sizeof(float), err);

@@ -22,11 +22,11 @@ typedef struct ath_trunk {
     ath_plugin_t plugin;
     ath_devmem_t *mem;
     auxtrunk_config_t config;
-    size_t n_params;          /* floats in the flat parameter layout */
+    size_t n_params;           /* floats in the flat parameter layout */
     float *d_params, *d_grads; /* [n_params] each, in the plugin's space */
-    float *d_x;               /* [max_batch, ENC] */
-    float *d_out;             /* [max_batch, AUX] */
-    float *d_dout;            /* [max_batch, AUX] */
+    float *d_x;                /* [max_batch, ENC] */
+    float *d_out;              /* [max_batch, AUX] */
+    float *d_dout;             /* [max_batch, AUX] */
 } ath_trunk_t;
 
 /* Loads the plugin at dir_or_file, opens its memory space, creates a handle

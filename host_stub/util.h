@@ -15,12 +15,13 @@
 
 /* Exit codes of auxtrunk-host (also listed by --help). */
 enum {
-    ATH_EXIT_OK = 0,         /* success */
-    ATH_EXIT_FAILURE = 1,    /* a plugin call, the device, I/O, or a non-finite loss failed */
-    ATH_EXIT_USAGE = 2,      /* bad command line */
-    ATH_EXIT_PLUGIN = 3,     /* the plugin was refused (missing, not loadable, ABI, table, init) */
-    ATH_EXIT_CHECKPOINT = 4, /* a checkpoint could not be read, was refused, or could not be written */
-    ATH_EXIT_HUNG = 5,       /* a plugin call or the device did not return within --call-timeout */
+    ATH_EXIT_OK = 0,      /* success */
+    ATH_EXIT_FAILURE = 1, /* a plugin call, the device, I/O, or a non-finite loss failed */
+    ATH_EXIT_USAGE = 2,   /* bad command line */
+    ATH_EXIT_PLUGIN = 3,  /* the plugin was refused (missing, not loadable, ABI, table, init) */
+    ATH_EXIT_CHECKPOINT =
+        4,             /* a checkpoint could not be read, was refused, or could not be written */
+    ATH_EXIT_HUNG = 5, /* a plugin call or the device did not return within --call-timeout */
     /* Ended by SIGINT or SIGTERM (after the final checkpoint): 128 + the signal. */
 };
 

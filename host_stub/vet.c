@@ -22,8 +22,14 @@
 #include "supervise.h"
 #include "trunk.h"
 
-enum { TAG_LOAD = 'L', TAG_INIT = 'I', TAG_CANARY = 'C', TAG_DESTROY = 'D', TAG_VERSION = 'V',
-       TAG_REPORT = 'R' };
+enum {
+    TAG_LOAD = 'L',
+    TAG_INIT = 'I',
+    TAG_CANARY = 'C',
+    TAG_DESTROY = 'D',
+    TAG_VERSION = 'V',
+    TAG_REPORT = 'R'
+};
 
 typedef struct vet_report {
     int32_t ok;
@@ -103,11 +109,16 @@ static void vet_body(const ath_vet_req_t *rq, int fd)
 static const char *stage_name(char tag)
 {
     switch (tag) {
-    case TAG_LOAD: return "loading (dlopen, entry, negotiation)";
-    case TAG_INIT: return "init";
-    case TAG_CANARY: return "the canary";
-    case TAG_DESTROY: return "destroy";
-    default: return "start-up";
+    case TAG_LOAD:
+        return "loading (dlopen, entry, negotiation)";
+    case TAG_INIT:
+        return "init";
+    case TAG_CANARY:
+        return "the canary";
+    case TAG_DESTROY:
+        return "destroy";
+    default:
+        return "start-up";
     }
 }
 
@@ -133,7 +144,8 @@ static int write_request(const char *file, const ath_vet_req_t *rq, ath_err_t *e
     }
     size_t nx, no, np = probe_floats(rq, &nx, &no);
     int ok = fwrite(rq, sizeof *rq, 1, f) == 1 && fwrite(rq->params, sizeof(float), np, f) == np &&
-             fwrite(rq->x, sizeof(float), nx, f) == nx && fwrite(rq->dout, sizeof(float), no, f) == no;
+             fwrite(rq->x, sizeof(float), nx, f) == nx &&
+             fwrite(rq->dout, sizeof(float), no, f) == no;
     if (ok && rq->has_ref)
         ok = fwrite(rq->ref_out, sizeof(float), no, f) == no &&
              fwrite(rq->ref_grads, sizeof(float), np, f) == np;
@@ -256,8 +268,9 @@ int ath_vet(const ath_vet_req_t *rq, double timeout_s, const char *exe, const ch
     }
     if (timed_out) {
         *reason = ATH_VET_R_HUNG;
-        return ath_errf(err, "hung during %s: no answer within %.1f s; the vetting child (pid %d) "
-                             "was killed",
+        return ath_errf(err,
+                        "hung during %s: no answer within %.1f s; the vetting child (pid %d) "
+                        "was killed",
                         stage_name(stage), timeout_s, (int)pid);
     }
     if (WIFSIGNALED(status)) {
@@ -267,8 +280,9 @@ int ath_vet(const ath_vet_req_t *rq, double timeout_s, const char *exe, const ch
     }
     if (!rep) {
         *reason = ATH_VET_R_CRASHED;
-        return ath_errf(err, "the vetting child (pid %d) exited with status %d during %s without a "
-                             "verdict",
+        return ath_errf(err,
+                        "the vetting child (pid %d) exited with status %d during %s without a "
+                        "verdict",
                         (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1, stage_name(stage));
     }
     if (rep->load_status != ATH_LOAD_OK) {

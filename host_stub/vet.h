@@ -71,11 +71,11 @@ int ath_vet(const ath_vet_req_t *rq, double timeout_s, const char *exe, const ch
 /* Opening a plugin through all of it (vet_open.c)                           */
 
 typedef struct ath_vet_open_opts {
-    struct ath_privdir *dir;        /* NULL: a private directory of its own, removed after */
-    const struct ath_allow *allow;  /* NULL or empty: no allow-list */
-    const char *allow_name;         /* the allow-list's file, for messages */
-    double timeout_s;               /* 0: ATH_VET_TIMEOUT_S */
-    const char *exe;                /* exec this program for the child (NULL: fork; a
+    struct ath_privdir *dir;       /* NULL: a private directory of its own, removed after */
+    const struct ath_allow *allow; /* NULL or empty: no allow-list */
+    const char *allow_name;        /* the allow-list's file, for messages */
+    double timeout_s;              /* 0: ATH_VET_TIMEOUT_S */
+    const char *exe;               /* exec this program for the child (NULL: fork; a
                                        process that already holds a CUDA context must
                                        give one: the first load of a run happens before
                                        any, so trainers fork) */
@@ -95,7 +95,8 @@ typedef struct ath_vet_open_opts {
  */
 ath_load_status_t ath_vet_open(ath_trunk_t *t, const char *dir_or_file,
                                const auxtrunk_config_t *config, int device,
-                               const ath_vet_open_opts_t *o, char sha[ATH_SHA256_HEX], ath_err_t *err);
+                               const ath_vet_open_opts_t *o, char sha[ATH_SHA256_HEX],
+                               ath_err_t *err);
 
 /* Entry of an exec'd vetting child: argv = {prog, ATH_VET_COMMAND, request
  * file, report fd}. Returns the process exit code. */

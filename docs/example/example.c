@@ -26,18 +26,24 @@ enum { B = 256, ENC = 256, H1 = 256, H2 = 256, AUX = 128 };
 static auxtrunk_params_t params_at(const auxtrunk_config_t *c, const float *w)
 {
     auxtrunk_params_t p = {.struct_size = sizeof p,
-                           .w1 = w + AUXTRUNK_W1_OFFSET(c), .b1 = w + AUXTRUNK_B1_OFFSET(c),
-                           .w2 = w + AUXTRUNK_W2_OFFSET(c), .b2 = w + AUXTRUNK_B2_OFFSET(c),
-                           .w3 = w + AUXTRUNK_W3_OFFSET(c), .b3 = w + AUXTRUNK_B3_OFFSET(c)};
+                           .w1 = w + AUXTRUNK_W1_OFFSET(c),
+                           .b1 = w + AUXTRUNK_B1_OFFSET(c),
+                           .w2 = w + AUXTRUNK_W2_OFFSET(c),
+                           .b2 = w + AUXTRUNK_B2_OFFSET(c),
+                           .w3 = w + AUXTRUNK_W3_OFFSET(c),
+                           .b3 = w + AUXTRUNK_B3_OFFSET(c)};
     return p;
 }
 
 static auxtrunk_grads_t grads_at(const auxtrunk_config_t *c, float *g)
 {
     auxtrunk_grads_t d = {.struct_size = sizeof d,
-                          .dw1 = g + AUXTRUNK_W1_OFFSET(c), .db1 = g + AUXTRUNK_B1_OFFSET(c),
-                          .dw2 = g + AUXTRUNK_W2_OFFSET(c), .db2 = g + AUXTRUNK_B2_OFFSET(c),
-                          .dw3 = g + AUXTRUNK_W3_OFFSET(c), .db3 = g + AUXTRUNK_B3_OFFSET(c)};
+                          .dw1 = g + AUXTRUNK_W1_OFFSET(c),
+                          .db1 = g + AUXTRUNK_B1_OFFSET(c),
+                          .dw2 = g + AUXTRUNK_W2_OFFSET(c),
+                          .db2 = g + AUXTRUNK_B2_OFFSET(c),
+                          .dw3 = g + AUXTRUNK_W3_OFFSET(c),
+                          .db3 = g + AUXTRUNK_B3_OFFSET(c)};
     return d;
 }
 
@@ -80,8 +86,13 @@ int main(int argc, char **argv)
     }
     const auxtrunk_api_t *api = &pl.api;
     const int cuda = pl.space == AUXTRUNK_CAP_MEM_CUDA;
-    const auxtrunk_config_t cfg = {.struct_size = sizeof cfg, .enc = ENC, .h1 = H1, .h2 = H2,
-                                   .aux = AUX, .max_batch = B, .device = -1};
+    const auxtrunk_config_t cfg = {.struct_size = sizeof cfg,
+                                   .enc = ENC,
+                                   .h1 = H1,
+                                   .h2 = H2,
+                                   .aux = AUX,
+                                   .max_batch = B,
+                                   .device = -1};
     const size_t P = AUXTRUNK_PARAM_COUNT(&cfg), X = (size_t)B * ENC, Y = (size_t)B * AUX;
     const size_t total = 3 * P + X + 3 * Y; /* online, target, grads, x, dout, out, target_out */
     auxtrunk_handle_t *h = NULL;
@@ -109,8 +120,7 @@ int main(int argc, char **argv)
                       .target_out = dev + 3 * P + X + 2 * Y};
 
     CHECK("forward, backward or infer", step(api, h, &s, stream));
-    CHECK("copy back", space_get(cuda, stream, host, dev, total) ? AUXTRUNK_E_DEVICE
-                                                                  : AUXTRUNK_OK);
+    CHECK("copy back", space_get(cuda, stream, host, dev, total) ? AUXTRUNK_E_DEVICE : AUXTRUNK_OK);
     const float *out = host + 3 * P + X + Y;
     CHECK("target infer differs from forward on equal parameters",
           memcmp(out, out + Y, Y * sizeof *out) ? AUXTRUNK_E_INTERNAL : AUXTRUNK_OK);
@@ -125,7 +135,8 @@ int main(int argc, char **argv)
         cudaGraph_t g = NULL;
         cudaGraphExec_t exec = NULL;
         CHECK("graph capture", cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal)
-                                   ? AUXTRUNK_E_DEVICE : AUXTRUNK_OK);
+                                   ? AUXTRUNK_E_DEVICE
+                                   : AUXTRUNK_OK);
         int32_t captured = step(api, h, &s, stream);
         int ok = cudaStreamEndCapture(st, &g) == cudaSuccess && captured == AUXTRUNK_OK &&
                  cudaGraphInstantiate(&exec, g, 0) == cudaSuccess &&
@@ -135,8 +146,9 @@ int main(int argc, char **argv)
             cudaGraphExecDestroy(exec);
         if (g)
             cudaGraphDestroy(g);
-        CHECK("graph capture and replay",
-              ok ? AUXTRUNK_OK : captured != AUXTRUNK_OK ? captured : AUXTRUNK_E_DEVICE);
+        CHECK("graph capture and replay", ok                        ? AUXTRUNK_OK
+                                          : captured != AUXTRUNK_OK ? captured
+                                                                    : AUXTRUNK_E_DEVICE);
         int same = memcmp(host, host + total, total * sizeof *host) == 0;
         graph = same ? "replayed, bit-identical to the eager step" : "replayed, results differ";
         int deterministic = (api->caps & AUXTRUNK_CAP_DETERMINISTIC) != 0;

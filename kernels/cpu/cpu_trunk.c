@@ -86,8 +86,8 @@ static void transpose(const float *restrict w, int32_t K, int32_t N, float *rest
 /* Forward (section 1) and inference (section 4)                             */
 
 /* All three layers for `rows` samples; h1, h2 receive their rows. */
-static void trunk_rows(atk_dims_t d, const atk_params_t *p, const float *x, int32_t rows,
-                       float *h1, float *h2, float *out)
+static void trunk_rows(atk_dims_t d, const atk_params_t *p, const float *x, int32_t rows, float *h1,
+                       float *h2, float *out)
 {
     rows_chain(x, rows, d.enc, p->w1, d.h1, p->b1, h1);
     elu_inplace(h1, (size_t)rows * d.h1);
@@ -111,8 +111,8 @@ size_t cpu_trunk_infer_workspace(atk_dims_t d)
 
 /* Rows are independent in section 1, so a block-sized scratch for h1 and h2
  * gives the training forward's bits without touching its record. */
-void cpu_trunk_infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
-                     float *out, float *ws)
+void cpu_trunk_infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *out,
+                     float *ws)
 {
     float *h1 = ws, *h2 = ws + (size_t)FWD_ROWS * d.h1;
     for (int32_t b0 = 0; b0 < batch; b0 += FWD_ROWS)
@@ -173,8 +173,8 @@ typedef struct set_layout {
 
 static set_layout_t set_layout(atk_dims_t d)
 {
-    set_layout_t s = {AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
-                      AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
+    set_layout_t s = {AUXTRUNK_W1_OFFSET(&d),  AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
+                      AUXTRUNK_B2_OFFSET(&d),  AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
                       AUXTRUNK_PARAM_COUNT(&d)};
     return s;
 }

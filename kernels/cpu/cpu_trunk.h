@@ -31,8 +31,8 @@ size_t cpu_trunk_infer_workspace(atk_dims_t d);
 
 /* Inference forward: out [B, AUX] only, the same bits as cpu_trunk_forward;
  * hidden activations live in ws (cpu_trunk_infer_workspace floats). */
-void cpu_trunk_infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
-                     float *out, float *ws);
+void cpu_trunk_infer(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *out,
+                     float *ws);
 
 /* Floats of workspace cpu_trunk_backward needs for any batch up to max_batch:
  * O(log2(max_batch / AUXTRUNK_CANON_CHUNK) * parameter count + CHUNK * (H1 + H2)),

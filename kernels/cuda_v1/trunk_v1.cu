@@ -28,8 +28,8 @@
 
 namespace {
 
-constexpr int TILE = 16;                     /* tiles are TILE x TILE; blocks TILE x TILE threads */
-constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;  /* samples per batch-sum chunk */
+constexpr int TILE = 16;                    /* tiles are TILE x TILE; blocks TILE x TILE threads */
+constexpr int CHUNK = AUXTRUNK_CANON_CHUNK; /* samples per batch-sum chunk */
 constexpr int REDUCE_THREADS_MAX = 256;
 constexpr int MAX_GRID_Y = 65535;
 constexpr int MAX_SHARED_DEFAULT = 48 * 1024; /* dynamic shared memory without opt-in */
@@ -187,18 +187,18 @@ int reduce_threads(int nc)
 /* --------------------------------------------------------------- launchers -- */
 
 /* A launcher's launch assumptions: if one does not hold, nothing is launched. */
-#define V1_REQUIRE(cond)                       \
-    do {                                       \
-        if (!(cond))                           \
-            return cudaErrorInvalidValue;      \
+#define V1_REQUIRE(cond)                  \
+    do {                                  \
+        if (!(cond))                      \
+            return cudaErrorInvalidValue; \
     } while (0)
 
 /* Returns the first error of a sequence of launchers. */
-#define V1_TRY(call)                           \
-    do {                                       \
-        cudaError_t err_ = (call);             \
-        if (err_ != cudaSuccess)               \
-            return err_;                       \
+#define V1_TRY(call)               \
+    do {                           \
+        cudaError_t err_ = (call); \
+        if (err_ != cudaSuccess)   \
+            return err_;           \
     } while (0)
 
 cudaError_t v1_layer_forward(const float *a, const float *w, const float *c, int batch, int k,
@@ -238,8 +238,8 @@ cudaError_t v1_dw_reduce(const float *a, const float *g, int batch, int k, int n
     const int nc = auxtrunk_canon_chunks(batch);
     const size_t shared = (size_t)nc * sizeof(float);
     V1_REQUIRE(shared <= MAX_SHARED_DEFAULT);
-    dw_reduce_kernel<<<(unsigned)(k * n), reduce_threads(nc), shared, stream>>>(
-        a, g, batch, k, n, accumulate, dw);
+    dw_reduce_kernel<<<(unsigned)(k * n), reduce_threads(nc), shared, stream>>>(a, g, batch, k, n,
+                                                                                accumulate, dw);
     return cudaGetLastError();
 }
 
@@ -259,8 +259,10 @@ cudaError_t v1_db_reduce(const float *g, int batch, int n, int accumulate, float
 cudaError_t v1_prepare(void)
 {
     const void *const kernels[] = {
-        (const void *)layer_forward_kernel<true>, (const void *)layer_forward_kernel<false>,
-        (const void *)dh_pre_kernel, (const void *)dw_reduce_kernel,
+        (const void *)layer_forward_kernel<true>,
+        (const void *)layer_forward_kernel<false>,
+        (const void *)dh_pre_kernel,
+        (const void *)dw_reduce_kernel,
         (const void *)db_reduce_kernel,
     };
     for (const void *k : kernels) {

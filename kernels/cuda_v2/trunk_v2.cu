@@ -158,7 +158,7 @@ struct Slab {
                 float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 if (k < klim && d < dlim)
                     v = __ldg(reinterpret_cast<const float4 *>(KC ? p + (size_t)d * ld + k
-                                                                   : p + (size_t)k * ld + d));
+                                                                  : p + (size_t)k * ld + d));
                 r[4 * e] = v.x;
                 r[4 * e + 1] = v.y;
                 r[4 * e + 2] = v.z;
@@ -233,8 +233,8 @@ __device__ __forceinline__ void gemm_tile(const Gemm &g, int m0, int n0, int k_b
 #pragma unroll
         for (int j = 0; j < TN; j++) {
             int n = n0 + frag_index<BN, TN>(tx, j);
-            acc[i][j] = (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) ? (n < g.n ? g.bias[n] : 0.0f)
-                                                                 : 0.0f;
+            acc[i][j] =
+                (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) ? (n < g.n ? g.bias[n] : 0.0f) : 0.0f;
         }
 
     using SA = Slab<BM, BK, A_KC, VEC>;
@@ -669,8 +669,8 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
 #pragma unroll
         for (int j = 0; j < TN; j++) {
             int n = n0 + async_own<BN, TN, B_KC>(tx, j);
-            acc[i][j] = (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) ? (n < g.n ? g.bias[n] : 0.0f)
-                                                                 : 0.0f;
+            acc[i][j] =
+                (EPI == EPI_BIAS || EPI == EPI_BIAS_ELU) ? (n < g.n ? g.bias[n] : 0.0f) : 0.0f;
         }
 
     /* With b_pre, B's copies of slabs 0 .. ASTAGES-2 are issued before
@@ -707,7 +707,7 @@ __device__ __forceinline__ void gemm_tile_async(const Gemm &g, int m0, int n0, i
 
     for (int t = 0; t < ntiles; t++) {
         v2async::wait<ASTAGES - 2>(); /* this thread's copies of slab t are done */
-        __syncthreads(); /* everyone's are, and everyone is done reading slab t-1 */
+        __syncthreads();              /* everyone's are, and everyone is done reading slab t-1 */
         const int tn = t + ASTAGES - 1;
         if (tn < ntiles) { /* into the stage of slab t-1, free since the barrier */
             const int ws = (unsigned)tn % ASTAGES;
@@ -864,7 +864,7 @@ struct GradGroup {
     int tile_start[7]; /* prefix sums of blocks per problem */
     int tiles_n[3];    /* dW tiles along n */
     int batch;
-    int nc;            /* chunks; grid row j walks chunks FOLD*j .. FOLD*j+FOLD-1 */
+    int nc;             /* chunks; grid row j walks chunks FOLD*j .. FOLD*j+FOLD-1 */
     size_t node_stride; /* floats between the rows' tree nodes (0: single chunk) */
     int accumulate;
 };
@@ -1141,10 +1141,7 @@ __global__ void __launch_bounds__(TP * 8) transpose_kernel(TransposeArgs T)
  * idle) beat 512 of the next smaller one (docs/perf-notes.md, decided settings). */
 constexpr int FULL_WAVE = 128;
 
-inline int tiles(int m, int n, int bm, int bn)
-{
-    return ((m + bm - 1) / bm) * ((n + bn - 1) / bn);
-}
+inline int tiles(int m, int n, int bm, int bn) { return ((m + bm - 1) / bm) * ((n + bn - 1) / bn); }
 
 inline int pick(int m, int n, int mult)
 {
@@ -1200,10 +1197,9 @@ inline int nodes_of(atk_dims_t d, int nc)
 template <int BM, int BN, bool A_KC, bool B_KC, int EPI, bool VEC>
 cudaError_t launch_tile(const Gemm &g, int k, cudaStream_t s, bool pdl)
 {
-    return v2pdl::launch(gemm_kernel<BM, BN, A_KC, B_KC, EPI, VEC>,
-                         dim3((g.n + BN - 1) / BN, (g.m + BM - 1) / BM),
-                         dim3(threads_of<BM, BN, VEC>()),
-                         launch_smem<BM, BN, A_KC, B_KC, VEC>(k), s, pdl, g, k);
+    return v2pdl::launch(
+        gemm_kernel<BM, BN, A_KC, B_KC, EPI, VEC>, dim3((g.n + BN - 1) / BN, (g.m + BM - 1) / BM),
+        dim3(threads_of<BM, BN, VEC>()), launch_smem<BM, BN, A_KC, B_KC, VEC>(k), s, pdl, g, k);
 }
 
 template <bool A_KC, bool B_KC, int EPI, bool VEC>
@@ -1341,8 +1337,8 @@ extern "C" cudaError_t v2_prepare(void)
     return v2_rows_prepare();
 }
 
-extern "C" cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p,
-                                                   float *w2t, float *w3t, cudaStream_t stream)
+extern "C" cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p, float *w2t,
+                                                   float *w3t, cudaStream_t stream)
 {
     if (!p || !p->w2 || !p->w3 || !w2t || !w3t)
         return cudaErrorInvalidValue;
@@ -1369,8 +1365,7 @@ extern "C" size_t v2_workspace_floats(atk_dims_t d, int max_batch)
         const int n = nodes_of(d, c);
         nodes = n > nodes ? n : nodes;
     }
-    return v2_workspace_carve(d, max_batch, NULL).floats +
-           (size_t)nodes * v2_grad_layout(d).off[6];
+    return v2_workspace_carve(d, max_batch, NULL).floats + (size_t)nodes * v2_grad_layout(d).off[6];
 }
 
 extern "C" cudaError_t v2_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,

@@ -92,8 +92,8 @@ size_t v2_workspace_floats(atk_dims_t d, int max_batch);
  * hidden-gradient GEMMs (dh = d · Wᵀ) then read their weight operand in the
  * forward's orientation. Values are copied, never rounded. Used by the exact
  * and the fast backward. */
-cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p, float *w2t,
-                                        float *w3t, cudaStream_t stream);
+cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p, float *w2t, float *w3t,
+                                        cudaStream_t stream);
 
 /* Loads every kernel of this file and of trunk_v2_rows.cu on the current
  * device (even under lazy module loading), so that no later launch loads

@@ -68,10 +68,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4],
  * for z <= 0. Absolute error about 1e-7 (relative error of e^z a few ulp),
  * far inside V2_FAST_TOL; five instructions instead of the canonical
  * expm1's twenty-odd, once per element of layers 1 and 2. */
-__device__ __forceinline__ float fast_elu(float z)
-{
-    return z > 0.0f ? z : __expf(z) - 1.0f;
-}
+__device__ __forceinline__ float fast_elu(float z) { return z > 0.0f ? z : __expf(z) - 1.0f; }
 
 /* One 16-byte global -> shared copy, or 16 zero bytes when !ok (src-size 0:
  * nothing is read). Bypasses L1 (.cg): every operand is used once per block. */
@@ -233,7 +230,8 @@ __device__ __forceinline__ void epilogue(const Acc &acc, const FGemm &g, int m0,
                     float v[4];
                     c_run<B_KC>(acc[i][2 * p], acc[i][2 * p + 1], wn0 + 16 * p, lane, h, u, col, v);
                     if (LEN == 4)
-                        *reinterpret_cast<float4 *>(row + col) = make_float4(v[0], v[1], v[2], v[3]);
+                        *reinterpret_cast<float4 *>(row + col) =
+                            make_float4(v[0], v[1], v[2], v[3]);
                     else
                         *reinterpret_cast<float2 *>(row + col) = make_float2(v[0], v[1]);
                 }
@@ -241,9 +239,9 @@ __device__ __forceinline__ void epilogue(const Acc &acc, const FGemm &g, int m0,
         }
     }
     __syncthreads();
-    constexpr int G4 = BN / 4;          /* 16-byte groups per tile row */
-    constexpr int RSTEP = NT / G4;      /* rows between a thread's groups */
-    constexpr int ITERS = BM / RSTEP;   /* groups per thread */
+    constexpr int G4 = BN / 4;        /* 16-byte groups per tile row */
+    constexpr int RSTEP = NT / G4;    /* rows between a thread's groups */
+    constexpr int ITERS = BM / RSTEP; /* groups per thread */
     static_assert(NT % G4 == 0 && BM % RSTEP == 0, "a thread keeps one column group");
     const int c = tid % G4 * 4, r0 = tid / G4, n = n0 + c;
     if (n >= g.n)
@@ -279,9 +277,8 @@ __device__ __forceinline__ void epilogue(const Acc &acc, const FGemm &g, int m0,
         float4 w[ITERS];
 #pragma unroll
         for (int j = 0; j < ITERS; j++)
-            w[j] = load && RSTEP * j < rows
-                       ? *reinterpret_cast<const float4 *>(s0 + j * dstep)
-                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            w[j] = load && RSTEP * j < rows ? *reinterpret_cast<const float4 *>(s0 + j * dstep)
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int j = 0; j < ITERS; j++) {
             if (RSTEP * j >= rows)
@@ -427,8 +424,8 @@ template <typename F>
 cudaError_t prepare_kernel(F *f)
 {
     const void *k = reinterpret_cast<const void *>(f);
-    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         SMEM_BYTES);
+    cudaError_t e =
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared);
@@ -476,9 +473,8 @@ extern "C" cudaError_t v2_fast_forward(atk_dims_t d, const atk_params_t *p, cons
     if (batch <= 0 || !p || !x || !h1 || !h2 || !out)
         return cudaErrorInvalidValue;
     const bool fast = v2_fast_supported(d) && batch >= V2_FAST_MIN_BATCH && aligned16(x) &&
-                      aligned16(p->w1) &&
-                      aligned16(p->w2) && aligned16(p->w3) && aligned16(h1) && aligned16(h2) &&
-                      aligned16(out);
+                      aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) && aligned16(h1) &&
+                      aligned16(h2) && aligned16(out);
     if (!fast)
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
     cudaError_t e;
@@ -500,11 +496,10 @@ extern "C" cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, con
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
         return cudaErrorInvalidValue;
     const bool fast = v2_fast_supported(d) && batch >= V2_FAST_MIN_BATCH && aligned16(x) &&
-                      aligned16(h1) && aligned16(h2) &&
-                      aligned16(dout) && aligned16(p->w2) && aligned16(p->w3) &&
-                      aligned16(workspace) && aligned16(gr->dw1) && aligned16(gr->db1) &&
-                      aligned16(gr->dw2) && aligned16(gr->db2) && aligned16(gr->dw3) &&
-                      aligned16(gr->db3);
+                      aligned16(h1) && aligned16(h2) && aligned16(dout) && aligned16(p->w2) &&
+                      aligned16(p->w3) && aligned16(workspace) && aligned16(gr->dw1) &&
+                      aligned16(gr->db1) && aligned16(gr->dw2) && aligned16(gr->db2) &&
+                      aligned16(gr->dw3) && aligned16(gr->db3);
     if (!fast)
         return v2_backward(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream);
     cudaError_t e;
@@ -516,14 +511,18 @@ extern "C" cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, con
      * orientation (the reduction is the layer's output). */
     if ((e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
         return e;
-    const FGemm g2 =
-        FGemm::shape(batch, d.h2).with_a(dout, d.aux).with_b(W.w3t, d.h2).with_c(dh2, d.h2).with_y(
-            h2);
+    const FGemm g2 = FGemm::shape(batch, d.h2)
+                         .with_a(dout, d.aux)
+                         .with_b(W.w3t, d.h2)
+                         .with_c(dh2, d.h2)
+                         .with_y(h2);
     if ((e = gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, stream)) != cudaSuccess)
         return e;
-    const FGemm g1 =
-        FGemm::shape(batch, d.h1).with_a(dh2, d.h2).with_b(W.w2t, d.h1).with_c(dh1, d.h1).with_y(
-            h1);
+    const FGemm g1 = FGemm::shape(batch, d.h1)
+                         .with_a(dh2, d.h2)
+                         .with_b(W.w2t, d.h1)
+                         .with_c(dh1, d.h1)
+                         .with_y(h1);
     if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, stream)) != cudaSuccess)
         return e;
 
@@ -568,7 +567,7 @@ extern "C" cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, con
     }
     R.accumulate = accumulate;
     const size_t groups = P / 4;
-    fast_reduce_kernel<<<(unsigned)((groups + REDUCE_THREADS - 1) / REDUCE_THREADS),
-                         REDUCE_THREADS, 0, stream>>>(R);
+    fast_reduce_kernel<<<(unsigned)((groups + REDUCE_THREADS - 1) / REDUCE_THREADS), REDUCE_THREADS,
+                         0, stream>>>(R);
     return cudaGetLastError();
 }

@@ -54,7 +54,7 @@ constexpr int MT = WM / 16, NT8 = WN / 8;  /* mma tiles per warp: 4 x 8 */
 constexpr int KSTEPS = BK / 8;             /* mma k-steps per slab */
 constexpr int TILE_FLOATS = BM * BK;       /* one operand's stage */
 constexpr int SMEM_FLOATS = STAGES * 2 * TILE_FLOATS;
-constexpr int SMEM_BYTES = SMEM_FLOATS * 4; /* 96 KiB: two blocks per SM */
+constexpr int SMEM_BYTES = SMEM_FLOATS * 4;  /* 96 KiB: two blocks per SM */
 constexpr int CHUNKS = TILE_FLOATS / 4 / NT; /* 16-byte copies per thread per operand stage */
 
 static_assert(BM == BN, "one stage size serves both operands");
@@ -72,10 +72,7 @@ V2F_HD int warp_n(int warp) { return warp % WARPS_N; }
  * XORed with 2*(d mod 4), so that the 8-byte fragment reads of a half-warp
  * (4 rows x 4 lanes) and the 16-byte copies of a quarter-warp (one row) each
  * cover all 32 banks once. */
-V2F_HD int kc_off(int d, int k)
-{
-    return d * BK + ((((k >> 2) ^ ((d & 3) << 1))) << 2) + (k & 3);
-}
+V2F_HD int kc_off(int d, int k) { return d * BK + ((((k >> 2) ^ ((d & 3) << 1))) << 2) + (k & 3); }
 
 /* NK stage [BK rows k][BM columns d], no padding; the chunk index of d is
  * XORed with 2*((k/2) mod 4) (within its aligned group of 8 chunks), so that

@@ -76,8 +76,8 @@ struct Named {
  * A = h_i [B, in] (k-contiguous; h_0 = x), B = W_(i+1) [in, out]
  * (n-contiguous) and its bias; h_3 = out. */
 template <class G>
-void forward_layers(G (&layer)[3], atk_dims_t d, int batch, const atk_params_t *p,
-                    const float *x, float *h1, float *h2, float *out)
+void forward_layers(G (&layer)[3], atk_dims_t d, int batch, const atk_params_t *p, const float *x,
+                    float *h1, float *h2, float *out)
 {
     const int width[4] = {d.enc, d.h1, d.h2, d.aux};
     const float *const in[3] = {x, h1, h2}, *const w[3] = {p->w1, p->w2, p->w3};
@@ -96,8 +96,8 @@ void forward_layers(G (&layer)[3], atk_dims_t d, int batch, const atk_params_t *
  * [B, out]; as A (m = feature, k = sample) a_i is m-contiguous, g_i is B
  * (n-contiguous), and dW_i [in, out] goes to c[i]. */
 template <class G>
-void weight_grads(G (&dw)[3], atk_dims_t d, const float *const (&a)[3],
-                  const float *const (&g)[3], float *const (&c)[3])
+void weight_grads(G (&dw)[3], atk_dims_t d, const float *const (&a)[3], const float *const (&g)[3],
+                  float *const (&c)[3])
 {
     const int width[4] = {d.enc, d.h1, d.h2, d.aux}; /* layer i maps width i to i+1 */
     for (int i = 0; i < 3; i++)

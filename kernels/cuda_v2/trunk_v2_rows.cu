@@ -31,18 +31,17 @@
 
 namespace {
 
-constexpr int CL = 8;       /* blocks per cluster: column slices per layer */
-constexpr int R = 16;       /* batch rows per cluster */
-constexpr int NT = 128;     /* threads per block: R rows x 8 column groups */
+constexpr int CL = 8;   /* blocks per cluster: column slices per layer */
+constexpr int R = 16;   /* batch rows per cluster */
+constexpr int NT = 128; /* threads per block: R rows x 8 column groups */
 constexpr int GROUPS = NT / R;
-constexpr int HID_TC = 4;   /* columns per thread for hidden widths <= 256 */
+constexpr int HID_TC = 4; /* columns per thread for hidden widths <= 256 */
 constexpr int MAX_ENC = 512;
 constexpr int MAX_HID = CL * GROUPS * HID_TC; /* 256 */
 
 static_assert(GROUPS == 8, "thread layout: 16 rows x 8 column groups");
 
 /* ------------------------------------------------------------ plumbing -- */
-
 
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, bool valid)
 {
@@ -305,8 +304,7 @@ struct Fwd {
 __host__ __device__ constexpr size_t fwd_floats(int enc, int n1, int n2, int tc3)
 {
     return (size_t)R * (enc + 4) + (size_t)R * (n1 + 4) + (size_t)R * (n2 + 4) +
-           (size_t)enc * GROUPS * HID_TC + (size_t)n1 * GROUPS * HID_TC +
-           (size_t)n2 * GROUPS * tc3;
+           (size_t)enc * GROUPS * HID_TC + (size_t)n1 * GROUPS * HID_TC + (size_t)n2 * GROUPS * tc3;
 }
 
 /* TC3: output columns per thread (2 when AUX <= 128, else 4). */
@@ -315,12 +313,12 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_forward(Fw
 {
     extern __shared__ __align__(16) float smem[];
     constexpr int W12 = GROUPS * HID_TC, W3 = GROUPS * TC3; /* slice widths */
-    float *xs = smem;                      /* [R][enc + 4] */
-    float *h1s = xs + R * (f.enc + 4);     /* [R][n1 + 4], filled by all blocks */
-    float *h2s = h1s + R * (f.n1 + 4);     /* [R][n2 + 4], filled by all blocks */
-    float *w1s = h2s + R * (f.n2 + 4);     /* [enc][W12]: W1 columns of this slice */
-    float *w2s = w1s + f.enc * W12;        /* [n1][W12] */
-    float *w3s = w2s + f.n1 * W12;         /* [n2][W3] */
+    float *xs = smem;                                       /* [R][enc + 4] */
+    float *h1s = xs + R * (f.enc + 4);                      /* [R][n1 + 4], filled by all blocks */
+    float *h2s = h1s + R * (f.n1 + 4);                      /* [R][n2 + 4], filled by all blocks */
+    float *w1s = h2s + R * (f.n2 + 4); /* [enc][W12]: W1 columns of this slice */
+    float *w2s = w1s + f.enc * W12;    /* [n1][W12] */
+    float *w3s = w2s + f.n1 * W12;     /* [n2][W3] */
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
@@ -408,9 +406,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT) rows_backward(B
 {
     extern __shared__ __align__(16) float smem[];
     constexpr int W = GROUPS * HID_TC;
-    float *ds = smem;                  /* [R][aux + 4]: dout rows */
-    float *d2s = ds + R * (f.aux + 4); /* [R][n2 + 4]: dh2_pre rows, filled by all blocks */
-    float *w3s = d2s + R * (f.n2 + 4); /* [W][aux + 4]: rows of W3 (H2 index) of this slice */
+    float *ds = smem;                   /* [R][aux + 4]: dout rows */
+    float *d2s = ds + R * (f.aux + 4);  /* [R][n2 + 4]: dh2_pre rows, filled by all blocks */
+    float *w3s = d2s + R * (f.n2 + 4);  /* [W][aux + 4]: rows of W3 (H2 index) of this slice */
     float *w2s = w3s + W * (f.aux + 4); /* [W][n2 + 4]: rows of W2 (H1 index) of this slice */
 
     const unsigned rank = cluster_rank();
@@ -521,12 +519,11 @@ cudaError_t expect_cluster(F *f, size_t bytes)
 
 /* ---------------------------------------------------------- public API -- */
 
-
 extern "C" int v2_rows_supported(atk_dims_t d)
 {
-    return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 &&
-           d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 && d.enc <= MAX_ENC &&
-           d.h1 <= MAX_HID && d.h2 <= MAX_HID && d.aux <= MAX_HID;
+    return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 && d.h1 % 4 == 0 &&
+           d.h2 % 4 == 0 && d.aux % 4 == 0 && d.enc <= MAX_ENC && d.h1 <= MAX_HID &&
+           d.h2 <= MAX_HID && d.aux <= MAX_HID;
 }
 
 extern "C" cudaError_t v2_rows_prepare(void)
@@ -560,8 +557,8 @@ extern "C" cudaError_t v2_rows_forward(atk_dims_t d, const atk_params_t *p, cons
                                        int batch, float *h1, float *h2, float *out,
                                        cudaStream_t stream)
 {
-    const Fwd f = {x, p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1, h2, out,
-                   batch, d.enc, d.h1, d.h2, d.aux};
+    const Fwd f = {x,  p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1,
+                   h2, out,   batch, d.enc, d.h1,  d.h2,  d.aux};
     const dim3 grid(clusters(batch) * CL);
     if (d.aux <= CL * GROUPS * 2)
         rows_forward<2><<<grid, NT, fwd_floats(d.enc, d.h1, d.h2, 2) * sizeof(float), stream>>>(f);
@@ -571,11 +568,10 @@ extern "C" cudaError_t v2_rows_forward(atk_dims_t d, const atk_params_t *p, cons
 }
 
 extern "C" cudaError_t v2_rows_backward(atk_dims_t d, const atk_params_t *p, const float *h1,
-                                        const float *h2, const float *dout, int batch,
-                                        float *dh2, float *dh1, cudaStream_t stream)
+                                        const float *h2, const float *dout, int batch, float *dh2,
+                                        float *dh1, cudaStream_t stream)
 {
     const Bwd f = {dout, h1, h2, p->w2, p->w3, dh2, dh1, batch, d.h1, d.h2, d.aux};
-    rows_backward<<<clusters(batch) * CL, NT, bwd_floats(d.h2, d.aux) * sizeof(float),
-                    stream>>>(f);
+    rows_backward<<<clusters(batch) * CL, NT, bwd_floats(d.h2, d.aux) * sizeof(float), stream>>>(f);
     return cudaGetLastError();
 }

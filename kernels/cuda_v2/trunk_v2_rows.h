@@ -39,9 +39,9 @@ cudaError_t v2_rows_forward(atk_dims_t d, const atk_params_t *p, const float *x,
                             float *h1, float *h2, float *out, cudaStream_t stream);
 
 /* dh2 [B, H2] = dh2_pre and dh1 [B, H1] = dh1_pre, one launch. */
-cudaError_t v2_rows_backward(atk_dims_t d, const atk_params_t *p, const float *h1,
-                             const float *h2, const float *dout, int batch, float *dh2,
-                             float *dh1, cudaStream_t stream);
+cudaError_t v2_rows_backward(atk_dims_t d, const atk_params_t *p, const float *h1, const float *h2,
+                             const float *dout, int batch, float *dh2, float *dh1,
+                             cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -40,10 +40,10 @@ namespace {
 
 using namespace v3sync;
 
-constexpr int CL = 8;          /* blocks per cluster */
-constexpr int NT = 128;        /* threads per block: 16 row groups x 8 column groups */
-constexpr int SW = 32;         /* hidden-layer columns per block */
-constexpr int MAX_W = 256;     /* widest layer of the domain */
+constexpr int CL = 8;      /* blocks per cluster */
+constexpr int NT = 128;    /* threads per block: 16 row groups x 8 column groups */
+constexpr int SW = 32;     /* hidden-layer columns per block */
+constexpr int MAX_W = 256; /* widest layer of the domain */
 constexpr int MAX_CLUSTERS = 16;
 constexpr int MAX_BLOCKS = MAX_CLUSTERS * CL;
 constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
@@ -306,10 +306,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     extern __shared__ __align__(16) float smem[];
     __shared__ __align__(8) unsigned long long bars[2];
     const int ldx = f.enc + 4, ld1 = f.n1 + 4, ld2 = f.n2 + 4;
-    float *xs = smem;                                 /* [R][ldx]: x rows; later h2 [R][ld2] */
-    float *h1s = xs + R * (imax(f.enc, f.n2) + 4);    /* [R][ld1], filled by every block */
-    float *w2s = h1s + R * ld1;                       /* [n1][SW]: this block's W2 columns */
-    float *w1s = w2s + f.n1 * SW;                     /* [enc][SW] */
+    float *xs = smem;                              /* [R][ldx]: x rows; later h2 [R][ld2] */
+    float *h1s = xs + R * (imax(f.enc, f.n2) + 4); /* [R][ld1], filled by every block */
+    float *w2s = h1s + R * ld1;                    /* [n1][SW]: this block's W2 columns */
+    float *w1s = w2s + f.n1 * SW;                  /* [enc][SW] */
     /* Reused: h2 arrives only after every block has pushed h1, i.e. read all
      * of x; W3 is staged once this block is done with W1, during layer 2 (so
      * that two blocks fit on an SM at the smallest row block). */
@@ -422,8 +422,8 @@ __host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
  * gradient Σ_b g[b, n]. */
 struct GradOf {
     const float *a, *g;
-    int K, N, w, b;         /* w, b: indices of dW and db in Bwd::grad / off */
-    int ready;              /* flag set saying g is complete, or -1 (an input) */
+    int K, N, w, b; /* w, b: indices of dW and db in Bwd::grad / off */
+    int ready;      /* flag set saying g is complete, or -1 (an input) */
 };
 
 __device__ __forceinline__ GradOf grad_of(const Bwd &f, int which)
@@ -495,7 +495,7 @@ __device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, 
         for (int j = 0; j < 4; j++)
             acc[i][j] = 0.0f, left[i][j] = 0.0f;
 
-    /* Ring of STAGES slabs, one commit group per slab (empty past the end). */
+            /* Ring of STAGES slabs, one commit group per slab (empty past the end). */
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < slabs)
@@ -626,10 +626,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     extern __shared__ __align__(16) float smem[];
     __shared__ __align__(8) unsigned long long bar;
     const int ldd = f.aux + 4, ld2 = f.n2 + 4;
-    float *ds = smem;             /* [R][ldd]: dout rows */
-    float *d2s = ds + R * ldd;    /* [R][ld2]: dh2_pre rows, filled by every block */
-    float *w3s = d2s + R * ld2;   /* [SW][ldd]: rows of W3 (H2 index) of this block */
-    float *w2s = w3s + SW * ldd;  /* [SW][ld2]: rows of W2 (H1 index) of this block */
+    float *ds = smem;            /* [R][ldd]: dout rows */
+    float *d2s = ds + R * ldd;   /* [R][ld2]: dh2_pre rows, filled by every block */
+    float *w3s = d2s + R * ld2;  /* [SW][ldd]: rows of W3 (H2 index) of this block */
+    float *w2s = w3s + SW * ldd; /* [SW][ld2]: rows of W2 (H1 index) of this block */
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
@@ -715,7 +715,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     publish(flag_of(f.flags, NODES_DONE, blockIdx.x));
     await(f.flags, NODES_DONE, 0, (int)gridDim.x);
     const int P = f.off[6];
-    for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P; q += 4 * NT * (int)gridDim.x) {
+    for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P;
+         q += 4 * NT * (int)gridDim.x) {
         const float4 l = __ldcg(reinterpret_cast<const float4 *>(f.nodes + q));
         const float4 r = __ldcg(reinterpret_cast<const float4 *>(f.nodes + P + q));
         float4 v = make_float4(l.x + r.x, l.y + r.y, l.z + r.z, l.w + r.w);
@@ -851,8 +852,8 @@ cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
 extern "C" int v3_supported(atk_dims_t d)
 {
     return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 && d.h1 % 4 == 0 &&
-           d.h2 % 4 == 0 && d.aux % 4 == 0 && d.enc <= MAX_W && d.h1 <= MAX_W &&
-           d.h2 <= MAX_W && d.aux <= MAX_W;
+           d.h2 % 4 == 0 && d.aux % 4 == 0 && d.enc <= MAX_W && d.h1 <= MAX_W && d.h2 <= MAX_W &&
+           d.aux <= MAX_W;
 }
 
 extern "C" size_t v3_workspace_floats(atk_dims_t d, int max_batch)
@@ -899,15 +900,15 @@ extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const flo
      * faster then (docs/perf-notes-v3.md). */
     const Plan plan = plan_of(batch, g_fwd_clusters, false);
     const bool fused = v3_supported(d) && batch <= V3_MAX_BATCH && aligned16(x) &&
-                       aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) &&
-                       aligned16(h1) && aligned16(h2) && aligned16(out);
+                       aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) && aligned16(h1) &&
+                       aligned16(h2) && aligned16(out);
     if (!fused || plan.tm == 0)
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
-    const Fwd f = {x, p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1, h2, out,
-                   batch, d.enc, d.h1, d.h2, d.aux};
-    return plan.tm == 1 ? launch_forward<1>(f, plan.clusters, stream)
-         : plan.tm == 2 ? launch_forward<2>(f, plan.clusters, stream)
-                        : launch_forward<4>(f, plan.clusters, stream);
+    const Fwd f = {x,  p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1,
+                   h2, out,   batch, d.enc, d.h1,  d.h2,  d.aux};
+    return plan.tm == 1   ? launch_forward<1>(f, plan.clusters, stream)
+           : plan.tm == 2 ? launch_forward<2>(f, plan.clusters, stream)
+                          : launch_forward<4>(f, plan.clusters, stream);
 }
 
 extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -940,7 +941,7 @@ extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const fl
     cudaError_t e = cudaMemsetAsync(f.flags, 0, FLAGS * sizeof(unsigned), stream);
     if (e != cudaSuccess)
         return e;
-    return plan.tm == 1 ? launch_backward<1>(f, plan.clusters, stream)
-         : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
-                        : launch_backward<4>(f, plan.clusters, stream);
+    return plan.tm == 1   ? launch_backward<1>(f, plan.clusters, stream)
+           : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
+                          : launch_backward<4>(f, plan.clusters, stream);
 }

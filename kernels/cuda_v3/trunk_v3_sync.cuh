@@ -97,10 +97,10 @@ __device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)
 }
 __device__ __forceinline__ void push4(unsigned dst, float v, unsigned bar)
 {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                     dst),
-                 "f"(v), "r"(bar)
-                 : "memory");
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(dst),
+        "f"(v), "r"(bar)
+        : "memory");
 }
 
 /* A flag in global memory: release store by the writer, acquire load by

@@ -27,11 +27,11 @@
 
 struct auxtrunk_handle {
     atp_handle_base_t base; /* first member: magic, dims, record, last error */
-    float *h1;       /* [max_batch, H1] recorded by forward for backward */
-    float *h2;       /* [max_batch, H2] likewise */
-    float *infer_ws; /* inference scratch: never the record */
-    float *bwd_ws;   /* backward workspace (the kernel set sizes it) */
-    void *state;     /* a stateful kernel set's state, else NULL */
+    float *h1;              /* [max_batch, H1] recorded by forward for backward */
+    float *h2;              /* [max_batch, H2] likewise */
+    float *infer_ws;        /* inference scratch: never the record */
+    float *bwd_ws;          /* backward workspace (the kernel set sizes it) */
+    void *state;            /* a stateful kernel set's state, else NULL */
 };
 
 static const atp_host_kernels_t *const K = &atp_host_plugin_kernels;
@@ -152,7 +152,6 @@ fail_h1:
     return st;
 }
 
-
 /* ------------------------------------------------------------------------- */
 /* Forward, inference, backward                                              */
 
@@ -199,9 +198,9 @@ static int32_t host_infer(auxtrunk_handle_t *h, const auxtrunk_params_t *params,
     return run_forward(h, params, x, batch, out, flags, 0);
 }
 
-static int32_t host_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *params,
-                             const float *x, const float *dout, int32_t batch,
-                             const auxtrunk_grads_t *grads, uint32_t flags, void *stream)
+static int32_t host_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
+                             const float *dout, int32_t batch, const auxtrunk_grads_t *grads,
+                             uint32_t flags, void *stream)
 {
     (void)stream;
     int32_t st = atp_check_handle(h);

@@ -40,10 +40,9 @@ typedef struct atp_host_stateful {
     int32_t (*create)(atk_dims_t d, int32_t max_batch, void **state, uint64_t *bytes);
     /* Called by destroy; joins whatever threads create started. */
     void (*destroy)(void *state);
-    void (*forward)(void *state, const atk_params_t *p, const float *x, int32_t batch,
-                    float *h1, float *h2, float *out);
-    void (*infer)(void *state, const atk_params_t *p, const float *x, int32_t batch,
-                  float *out);
+    void (*forward)(void *state, const atk_params_t *p, const float *x, int32_t batch, float *h1,
+                    float *h2, float *out);
+    void (*infer)(void *state, const atk_params_t *p, const float *x, int32_t batch, float *out);
     void (*backward)(void *state, const atk_params_t *p, const float *x, const float *h1,
                      const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
                      int accumulate);
@@ -64,8 +63,8 @@ typedef struct atp_host_kernels {
     /* Floats of scratch backward needs for any batch up to max_batch. */
     size_t (*backward_workspace)(atk_dims_t d, int32_t max_batch);
     /* Arguments are validated; h1, h2 are the handle's record. */
-    void (*forward)(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch,
-                    float *h1, float *h2, float *out);
+    void (*forward)(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *h1,
+                    float *h2, float *out);
     /* The same bits as forward in out; hidden activations only in ws. */
     void (*infer)(atk_dims_t d, const atk_params_t *p, const float *x, int32_t batch, float *out,
                   float *ws);

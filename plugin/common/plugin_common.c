@@ -77,8 +77,8 @@ int32_t atp_negotiate(const auxtrunk_host_info_t *host, auxtrunk_api_t *api,
 
 static int width_ok(int32_t w) { return w >= 1 && w <= AUXTRUNK_MAX_WIDTH; }
 
-int32_t atp_config_read(const auxtrunk_config_t *config, uint32_t supported_flags,
-                        atp_dims_t *dims, uint32_t *flags, int32_t *device)
+int32_t atp_config_read(const auxtrunk_config_t *config, uint32_t supported_flags, atp_dims_t *dims,
+                        uint32_t *flags, int32_t *device)
 {
     if (!config || !dims || !flags || !device)
         return AUXTRUNK_E_NULL_POINTER;
@@ -142,7 +142,8 @@ int32_t atp_fail(atp_handle_base_t *base, int32_t status, const char *fmt, ...)
 {
     if (!base)
         return status;
-    int n = snprintf(base->last_error, sizeof base->last_error, "%s: ", auxtrunk_status_name(status));
+    int n =
+        snprintf(base->last_error, sizeof base->last_error, "%s: ", auxtrunk_status_name(status));
     if (n < 0 || (size_t)n >= sizeof base->last_error)
         return status;
     va_list ap;
@@ -264,25 +265,22 @@ static int32_t check_space(atp_handle_base_t *base, const atp_space_t *space, co
 
 /* Each of the n_out output spans must not overlap any input span nor any
  * other output span. Inputs may overlap each other (they are only read). */
-static int32_t check_alias(atp_handle_base_t *base, const span_t *out, int n_out,
-                           const span_t *in, int n_in)
+static int32_t check_alias(atp_handle_base_t *base, const span_t *out, int n_out, const span_t *in,
+                           int n_in)
 {
     for (int i = 0; i < n_out; i++) {
         for (int j = 0; j < n_in; j++)
             if (spans_overlap(&out[i], &in[j]))
-                return atp_fail(base, AUXTRUNK_E_ALIAS, "%s overlaps %s", out[i].name,
-                                in[j].name);
+                return atp_fail(base, AUXTRUNK_E_ALIAS, "%s overlaps %s", out[i].name, in[j].name);
         for (int j = i + 1; j < n_out; j++)
             if (spans_overlap(&out[i], &out[j]))
-                return atp_fail(base, AUXTRUNK_E_ALIAS, "%s overlaps %s", out[i].name,
-                                out[j].name);
+                return atp_fail(base, AUXTRUNK_E_ALIAS, "%s overlaps %s", out[i].name, out[j].name);
     }
     return AUXTRUNK_OK;
 }
 
-int32_t atp_check_forward(atp_handle_base_t *base, const auxtrunk_params_t *params,
-                          const float *x, int32_t batch, const float *out, uint32_t flags,
-                          const atp_space_t *space)
+int32_t atp_check_forward(atp_handle_base_t *base, const auxtrunk_params_t *params, const float *x,
+                          int32_t batch, const float *out, uint32_t flags, const atp_space_t *space)
 {
     const atp_dims_t *d = &base->dims;
     int32_t st;
@@ -314,10 +312,9 @@ int32_t atp_check_forward(atp_handle_base_t *base, const auxtrunk_params_t *para
     return check_alias(base, &o, 1, in, 7);
 }
 
-int32_t atp_check_backward(atp_handle_base_t *base, const auxtrunk_params_t *params,
-                           const float *x, const float *dout, int32_t batch,
-                           const auxtrunk_grads_t *grads, uint32_t flags,
-                           const atp_space_t *space)
+int32_t atp_check_backward(atp_handle_base_t *base, const auxtrunk_params_t *params, const float *x,
+                           const float *dout, int32_t batch, const auxtrunk_grads_t *grads,
+                           uint32_t flags, const atp_space_t *space)
 {
     const atp_dims_t *d = &base->dims;
     int32_t st;

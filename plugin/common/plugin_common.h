@@ -35,8 +35,8 @@ typedef struct atp_dims {
 
 /* First member of every plugin's struct auxtrunk_handle. */
 typedef struct atp_handle_base {
-    uint32_t magic;         /* ATP_MAGIC_LIVE while alive; DEAD after destroy */
-    uint32_t config_flags;  /* AUXTRUNK_CONFIG_* accepted at init */
+    uint32_t magic;        /* ATP_MAGIC_LIVE while alive; DEAD after destroy */
+    uint32_t config_flags; /* AUXTRUNK_CONFIG_* accepted at init */
     atp_dims_t dims;
     int32_t device;         /* as given in the config (-1 = current) */
     int32_t recorded_batch; /* batch of the last training forward; 0 = none */
@@ -70,8 +70,8 @@ int32_t atp_negotiate(const auxtrunk_host_info_t *host, auxtrunk_api_t *api,
 /* Reads and validates a config: struct size rules, flags against
  * supported_flags (E_FLAGS), widths and max_batch against the limits and the
  * element-count overflow rule (E_DIMENSION). On OK fills the three outputs. */
-int32_t atp_config_read(const auxtrunk_config_t *config, uint32_t supported_flags,
-                        atp_dims_t *dims, uint32_t *flags, int32_t *device);
+int32_t atp_config_read(const auxtrunk_config_t *config, uint32_t supported_flags, atp_dims_t *dims,
+                        uint32_t *flags, int32_t *device);
 
 /* Fills a fresh handle header (magic live, no record, empty error). */
 void atp_handle_base_init(atp_handle_base_t *base, const atp_dims_t *dims, uint32_t flags,
@@ -101,18 +101,17 @@ void atp_ok(atp_handle_base_t *base);
  * struct size and reserved field, flags, batch range, memory space of every
  * pointer (if space != NULL), aliasing of out with x and each parameter.
  * Returns the first failing status (recorded with detail), else OK. */
-int32_t atp_check_forward(atp_handle_base_t *base, const auxtrunk_params_t *params,
-                          const float *x, int32_t batch, const float *out, uint32_t flags,
+int32_t atp_check_forward(atp_handle_base_t *base, const auxtrunk_params_t *params, const float *x,
+                          int32_t batch, const float *out, uint32_t flags,
                           const atp_space_t *space);
 
 /* Validates backward arguments: NULL pointers, params/grads struct sizes and
  * reserved fields, flags, batch range, a recorded forward (E_NO_FORWARD), its
  * batch (E_BATCH_MISMATCH), memory space, then aliasing: the six gradient
  * buffers must not overlap each other, x, dout or any parameter. */
-int32_t atp_check_backward(atp_handle_base_t *base, const auxtrunk_params_t *params,
-                           const float *x, const float *dout, int32_t batch,
-                           const auxtrunk_grads_t *grads, uint32_t flags,
-                           const atp_space_t *space);
+int32_t atp_check_backward(atp_handle_base_t *base, const auxtrunk_params_t *params, const float *x,
+                           const float *dout, int32_t batch, const auxtrunk_grads_t *grads,
+                           uint32_t flags, const atp_space_t *space);
 
 /* Validates memory_usage's output struct (size rules) and zero-fills it up to
  * its struct_size. */

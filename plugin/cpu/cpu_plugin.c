@@ -18,7 +18,8 @@
 
 const atp_host_kernels_t atp_host_plugin_kernels = {
     .impl_name = "cpu-ref",
-    .kernel_version = "cpu-ref " AUXTRUNK_KERNEL_VERSION " (canon " CPU_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version =
+        "cpu-ref " AUXTRUNK_KERNEL_VERSION " (canon " CPU_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT,
     .infer_workspace = cpu_trunk_infer_workspace,
     .backward_workspace = cpu_trunk_backward_workspace,

@@ -26,8 +26,8 @@ int32_t atc_check_(atp_handle_base_t *base, cudaError_t err, const char *expr, c
     (void)cudaGetLastError();
     int32_t st = err == cudaErrorMemoryAllocation ? AUXTRUNK_E_OUT_OF_MEMORY : AUXTRUNK_E_DEVICE;
     /* The expression goes last: it is the part a long text may lose. */
-    return atp_fail(base, st, "%s:%d: %s (%s) in %s", file_name(file), line,
-                    cudaGetErrorName(err), cudaGetErrorString(err), expr);
+    return atp_fail(base, st, "%s:%d: %s (%s) in %s", file_name(file), line, cudaGetErrorName(err),
+                    cudaGetErrorString(err), expr);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -58,8 +58,7 @@ static int32_t check_address(int device, const void *p, const char *which, char 
         snprintf(why, why_len, "%s byte: page-locked host memory, not device memory", which);
         return AUXTRUNK_E_MEMORY_SPACE;
     default:
-        snprintf(why, why_len, "%s byte: host memory unknown to CUDA, not device memory",
-                 which);
+        snprintf(why, why_len, "%s byte: host memory unknown to CUDA, not device memory", which);
         return AUXTRUNK_E_MEMORY_SPACE;
     }
 }

@@ -19,9 +19,9 @@ struct auxtrunk_handle {
     int device;             /* resolved ordinal the handle runs on */
     const atc_mode_t *mode; /* the kernel set's exact or fast mode */
     void *block;            /* the one device allocation */
-    float *h1, *h2;   /* recorded activations */
-    float *ih1, *ih2; /* infer's activations */
-    float *workspace; /* the kernel set's scratch */
+    float *h1, *h2;         /* recorded activations */
+    float *ih1, *ih2;       /* infer's activations */
+    float *workspace;       /* the kernel set's scratch */
 };
 
 static const atc_kernels_t *const K = &atc_plugin_kernels;
@@ -58,8 +58,7 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
 
     if (!out_handle)
         return AUXTRUNK_E_NULL_POINTER;
-    if ((st = atp_config_read(config, accepted_flags(), &dims, &flags, &requested)) !=
-        AUXTRUNK_OK)
+    if ((st = atp_config_read(config, accepted_flags(), &dims, &flags, &requested)) != AUXTRUNK_OK)
         return st;
     int device;
     if ((st = atc_device_resolve(requested, &device, why, sizeof why)) != AUXTRUNK_OK)
@@ -109,7 +108,6 @@ fail:
     return st;
 }
 
-
 /* ------------------------------------------------------------------------- */
 /* Forward, infer, backward                                                  */
 
@@ -130,8 +128,8 @@ static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params
         return st;
     const atk_params_t p = atp_kernel_params(params);
     st = ATC_CHECK(&h->base, h->mode->forward(atp_kernel_dims(&h->base.dims), &p, x, batch,
-                                              record ? h->h1 : h->ih1, record ? h->h2 : h->ih2,
-                                              out, (cudaStream_t)stream));
+                                              record ? h->h1 : h->ih1, record ? h->h2 : h->ih2, out,
+                                              (cudaStream_t)stream));
     st = atc_device_leave(&g, &h->base, st);
 
     if (record)
@@ -154,9 +152,9 @@ static int32_t cuda_infer(auxtrunk_handle_t *h, const auxtrunk_params_t *params,
     return run_forward(h, params, x, batch, out, flags, stream, 0);
 }
 
-static int32_t cuda_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *params,
-                             const float *x, const float *dout, int32_t batch,
-                             const auxtrunk_grads_t *grads, uint32_t flags, void *stream)
+static int32_t cuda_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *params, const float *x,
+                             const float *dout, int32_t batch, const auxtrunk_grads_t *grads,
+                             uint32_t flags, void *stream)
 {
     int32_t st = atp_check_handle(h);
     if (st != AUXTRUNK_OK)
@@ -172,9 +170,9 @@ static int32_t cuda_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
     const int accumulate = (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0;
     const atk_params_t p = atp_kernel_params(params);
     const atk_grads_t gr = atp_kernel_grads(grads);
-    st = ATC_CHECK(&h->base, h->mode->backward(atp_kernel_dims(&h->base.dims), &p, x, h->h1,
-                                               h->h2, dout, batch, &gr, accumulate, h->workspace,
-                                               (cudaStream_t)stream));
+    st = ATC_CHECK(&h->base,
+                   h->mode->backward(atp_kernel_dims(&h->base.dims), &p, x, h->h1, h->h2, dout,
+                                     batch, &gr, accumulate, h->workspace, (cudaStream_t)stream));
     st = atc_device_leave(&g, &h->base, st);
     if (st == AUXTRUNK_OK)
         atp_ok(&h->base);

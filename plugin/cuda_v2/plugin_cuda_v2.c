@@ -26,7 +26,8 @@
 
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v2",
-    .kernel_version = "cuda-v2 " AUXTRUNK_KERNEL_VERSION " (canon " V2_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version =
+        "cuda-v2 " AUXTRUNK_KERNEL_VERSION " (canon " V2_STR(AUXTRUNK_CANON_VERSION) ")",
     /* EXACT describes the default mode (abi/auxtrunk.h); FAST_MODE adds the
      * TF32 mode on request. */
     .caps = AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT |

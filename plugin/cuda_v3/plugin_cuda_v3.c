@@ -23,7 +23,8 @@
 
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v3",
-    .kernel_version = "cuda-v3 " AUXTRUNK_KERNEL_VERSION " (canon " V3_STR(AUXTRUNK_CANON_VERSION) ")",
+    .kernel_version =
+        "cuda-v3 " AUXTRUNK_KERNEL_VERSION " (canon " V3_STR(AUXTRUNK_CANON_VERSION) ")",
     .caps = AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT |
             AUXTRUNK_CAP_GRAPH_CAPTURE,
     .exact =

@@ -22,9 +22,11 @@ const cf_check_t cf_checks[] = {
     {"negotiate.flags", CF_MEMORY, check_negotiate_flags,
      "unknown host, config and call flags give E_FLAGS and write nothing"},
     {"lifecycle.cycles", CF_MEMORY, check_lifecycle_cycles,
-     "many init/forward/backward/destroy cycles: no growth of heap, RSS, fds, threads, device memory"},
+     "many init/forward/backward/destroy cycles: no growth of heap, RSS, fds, threads, device "
+     "memory"},
     {"lifecycle.unused_handle", CF_MEMORY, check_lifecycle_unused_handle,
-     "a fresh handle's last_error is \"\"; destroy of a never-used handle and destroy(NULL) return OK"},
+     "a fresh handle's last_error is \"\"; destroy of a never-used handle and destroy(NULL) return "
+     "OK"},
     {"lifecycle.two_handles", CF_MEMORY, check_lifecycle_two_handles,
      "two live handles, interleaved calls: each backward uses its own record"},
     {"lifecycle.no_forward", CF_MEMORY, check_lifecycle_no_forward,
@@ -34,7 +36,8 @@ const cf_check_t cf_checks[] = {
     {"lifecycle.after_destroy", CF_MEMORY, check_lifecycle_after_destroy,
      "calls on a destroyed handle (its memory quarantined) give E_BAD_HANDLE"},
     {"lifecycle.memory_usage", CF_MEMORY, check_lifecycle_memory_usage,
-     "memory_usage fills its struct, reserved 0, at least the record, no device bytes for host plugins"},
+     "memory_usage fills its struct, reserved 0, at least the record, no device bytes for host "
+     "plugins"},
     {"lifecycle.no_alloc_in_calls", CF_MEMORY, check_lifecycle_no_alloc_in_calls,
      "host plugins: no call after init allocates host memory (malloc family counted)"},
     {"numerics.forward", CF_MEMORY, check_numerics_forward,
@@ -72,7 +75,8 @@ const cf_check_t cf_checks[] = {
     {"bad.init", CF_MEMORY, check_bad_init,
      "NULLs, widths, max_batch, overflow, device: documented status, handle untouched"},
     {"bad.forward", CF_MEMORY, check_bad_forward,
-     "forward/infer NULLs, reserved, batch, aliasing: documented status, nothing written, record intact"},
+     "forward/infer NULLs, reserved, batch, aliasing: documented status, nothing written, record "
+     "intact"},
     {"bad.backward", CF_MEMORY, check_bad_backward,
      "backward NULLs, reserved, batch, mismatch, aliasing: documented status, nothing written"},
     {"cuda.stream", CF_CUDA_ONLY, check_cuda_stream,
@@ -98,7 +102,8 @@ const cf_check_t cf_checks[] = {
     {"process.mmap", CF_MEMORY, check_process_mmap,
      "host plugins: no mmap/munmap/mremap of their own (host memory from the malloc family)"},
     {"process.stack", CF_MEMORY, check_process_stack,
-     "every entry, production widths, on a thread with a small stack: within AUXTRUNK_MAX_STACK_BYTES"},
+     "every entry, production widths, on a thread with a small stack: within "
+     "AUXTRUNK_MAX_STACK_BYTES"},
 };
 
 const size_t cf_check_count = sizeof cf_checks / sizeof cf_checks[0];

@@ -41,7 +41,8 @@ void check_bad_init(cf_ctx_t *ctx)
     const auxtrunk_config_t good = cf_config(6, 5, 4, 3, 16);
     auxtrunk_handle_t *h = NULL;
     if (cf_expect_status(ctx, a->init(NULL, &h), AUXTRUNK_E_NULL_POINTER, "init(NULL config)") ||
-        cf_expect_status(ctx, a->init(&good, NULL), AUXTRUNK_E_NULL_POINTER, "init(NULL out_handle)"))
+        cf_expect_status(ctx, a->init(&good, NULL), AUXTRUNK_E_NULL_POINTER,
+                         "init(NULL out_handle)"))
         return;
     int probes = 2;
     /* Each width, and max_batch, out of range. */
@@ -52,7 +53,11 @@ void check_bad_init(cf_ctx_t *ctx)
         for (int i = 0; i < 5; i++) {
             auxtrunk_config_t c = good;
             int32_t v = f < 4 ? bad_w[i] : bad_b[i];
-            int32_t *slot = f == 0 ? &c.enc : f == 1 ? &c.h1 : f == 2 ? &c.h2 : f == 3 ? &c.aux : &c.max_batch;
+            int32_t *slot = f == 0   ? &c.enc
+                            : f == 1 ? &c.h1
+                            : f == 2 ? &c.h2
+                            : f == 3 ? &c.aux
+                                     : &c.max_batch;
             *slot = v;
             char what[96];
             snprintf(what, sizeof what, "init with %s = %d", field[f], (int)v);
@@ -78,8 +83,9 @@ void check_bad_init(cf_ctx_t *ctx)
                                       cf_config(1, 1, 1, 1, AUXTRUNK_MAX_BATCH)};
     for (int i = 0; i < 3; i++) {
         char what[128];
-        snprintf(what, sizeof what, "init with ENC=%d H1=%d H2=%d AUX=%d max_batch=%d (at the limits)",
-                 edge[i].enc, edge[i].h1, edge[i].h2, edge[i].aux, edge[i].max_batch);
+        snprintf(what, sizeof what,
+                 "init with ENC=%d H1=%d H2=%d AUX=%d max_batch=%d (at the limits)", edge[i].enc,
+                 edge[i].h1, edge[i].h2, edge[i].aux, edge[i].max_batch);
         cf_stage(ctx, "%s", what);
         h = NULL;
         int32_t rc = a->init(&edge[i], &h);
@@ -180,14 +186,16 @@ static int record_intact(cf_ctx_t *ctx, cf_setup_t *s, int B, const cf_outputs_t
     if (cf_backward(ctx, &ctx->pl, s->h, &s->b, B, 0, &now, NULL))
         return -1;
     if (claims(&ctx->pl, AUXTRUNK_CAP_DETERMINISTIC))
-        return cf_expect_same_all(ctx, "backward after the failed calls vs before them", &s->in, &now,
-                                  before, 0, 1);
-    return cf_expect_close_all(ctx, "backward after the failed calls", &s->in, &now, r, 0, 1, CF_TOL, NULL);
+        return cf_expect_same_all(ctx, "backward after the failed calls vs before them", &s->in,
+                                  &now, before, 0, 1);
+    return cf_expect_close_all(ctx, "backward after the failed calls", &s->in, &now, r, 0, 1,
+                               CF_TOL, NULL);
 }
 
 static int setup_recorded(cf_ctx_t *ctx, cf_setup_t *s, int B, cf_outputs_t *before, cf_ref_t *r)
 {
-    if (cf_setup_make(ctx, &ctx->pl, s, (cf_topo_t){6, 5, 4, 3, 16}, B) || cf_outputs_make(before, &s->in))
+    if (cf_setup_make(ctx, &ctx->pl, s, (cf_topo_t){6, 5, 4, 3, 16}, B) ||
+        cf_outputs_make(before, &s->in))
         return -1;
     if (cf_ref_make(r, &s->in))
         return cf_fail(ctx, "runner: out of host memory");
@@ -211,11 +219,14 @@ void check_bad_forward(cf_ctx_t *ctx)
         call_args_t c;
         /* NULL pointers. */
         c = base, c.params = NULL;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "params NULL", &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "params NULL", &count))
+            return;
         c = base, c.x = NULL;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "x NULL", &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "x NULL", &count))
+            return;
         c = base, c.out = NULL;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "out NULL", &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "out NULL", &count))
+            return;
         for (int i = 0; i < CF_NPARAM; i++) {
             auxtrunk_params_t p = s.b.params;
             const float **slot[CF_NPARAM] = {&p.w1, &p.b1, &p.w2, &p.b2, &p.w3, &p.b3};
@@ -223,7 +234,8 @@ void check_bad_forward(cf_ctx_t *ctx)
             char d[64];
             snprintf(d, sizeof d, "params.%s NULL", pfield[i]);
             c = base, c.params = &p;
-            if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count)) return;
+            if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count))
+                return;
         }
         /* A reserved field that is not zero. */
         for (int i = 0; i < 2; i++) {
@@ -231,7 +243,8 @@ void check_bad_forward(cf_ctx_t *ctx)
             p.reserved = i ? 0x80000000u : 1u;
             c = base, c.params = &p;
             if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE,
-                      i ? "params.reserved 0x80000000" : "params.reserved 1", &count)) return;
+                      i ? "params.reserved 0x80000000" : "params.reserved 1", &count))
+                return;
         }
         /* Batch out of [1, max_batch]. */
         const int32_t bad_b[] = {0, -1, INT32_MIN, MAXB + 1, INT32_MAX};
@@ -239,7 +252,8 @@ void check_bad_forward(cf_ctx_t *ctx)
             char d[64];
             snprintf(d, sizeof d, "batch %d (max_batch %d)", (int)bad_b[i], MAXB);
             c = base, c.batch = bad_b[i];
-            if (probe(ctx, &s.b, &c, AUXTRUNK_E_BATCH, d, &count)) return;
+            if (probe(ctx, &s.b, &c, AUXTRUNK_E_BATCH, d, &count))
+                return;
         }
         /* out overlapping an input. */
         const struct {
@@ -255,12 +269,14 @@ void check_bad_forward(cf_ctx_t *ctx)
         };
         for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++) {
             c = base, c.out = alias[i].out;
-            if (probe(ctx, &s.b, &c, AUXTRUNK_E_ALIAS, alias[i].d, &count)) return;
+            if (probe(ctx, &s.b, &c, AUXTRUNK_E_ALIAS, alias[i].d, &count))
+                return;
         }
     }
     if (record_intact(ctx, &s, B, &before, &r))
         return;
-    cf_pass_detail(ctx, "%d failing forward/infer calls: right status, nothing written, record intact", count);
+    cf_pass_detail(
+        ctx, "%d failing forward/infer calls: right status, nothing written, record intact", count);
 }
 
 void check_bad_backward(cf_ctx_t *ctx)
@@ -275,13 +291,17 @@ void check_bad_backward(cf_ctx_t *ctx)
     const call_args_t base = {2, s.h, &s.b.params, s.b.x.p, s.b.dout.p, NULL, B, &s.b.grads, 0};
     call_args_t c;
     c = base, c.params = NULL;
-    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "params NULL", &count)) return;
+    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "params NULL", &count))
+        return;
     c = base, c.x = NULL;
-    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "x NULL", &count)) return;
+    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "x NULL", &count))
+        return;
     c = base, c.dout = NULL;
-    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "dout NULL", &count)) return;
+    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "dout NULL", &count))
+        return;
     c = base, c.grads = NULL;
-    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "grads NULL", &count)) return;
+    if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, "grads NULL", &count))
+        return;
     for (int i = 0; i < CF_NPARAM; i++) {
         auxtrunk_grads_t g = s.b.grads;
         float **slot[CF_NPARAM] = {&g.dw1, &g.db1, &g.dw2, &g.db2, &g.dw3, &g.db3};
@@ -289,13 +309,15 @@ void check_bad_backward(cf_ctx_t *ctx)
         char d[64];
         snprintf(d, sizeof d, "grads.%s NULL", gfield[i]);
         c = base, c.grads = &g;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count))
+            return;
         auxtrunk_params_t p = s.b.params;
         const float **pslot[CF_NPARAM] = {&p.w1, &p.b1, &p.w2, &p.b2, &p.w3, &p.b3};
         *pslot[i] = NULL;
         snprintf(d, sizeof d, "params.%s NULL", pfield[i]);
         c = base, c.params = &p;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_NULL_POINTER, d, &count))
+            return;
     }
     /* Reserved fields that are not zero. */
     {
@@ -304,23 +326,27 @@ void check_bad_backward(cf_ctx_t *ctx)
         p.reserved = 1u;
         g.reserved = 0x100u;
         c = base, c.params = &p;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE, "params.reserved 1", &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE, "params.reserved 1", &count))
+            return;
         c = base, c.grads = &g;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE, "grads.reserved 0x100", &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_STRUCT_SIZE, "grads.reserved 0x100", &count))
+            return;
     }
     const int32_t bad_b[] = {0, -1, INT32_MIN, MAXB + 1, INT32_MAX};
     for (int i = 0; i < 5; i++) {
         char d[64];
         snprintf(d, sizeof d, "batch %d (max_batch %d)", (int)bad_b[i], MAXB);
         c = base, c.batch = bad_b[i];
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_BATCH, d, &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_BATCH, d, &count))
+            return;
     }
     const int32_t mism[] = {B - 1, B + 1, 1, MAXB};
     for (int i = 0; i < 4; i++) {
         char d[80];
         snprintf(d, sizeof d, "batch %d after a forward of batch %d", (int)mism[i], B);
         c = base, c.batch = mism[i];
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_BATCH_MISMATCH, d, &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_BATCH_MISMATCH, d, &count))
+            return;
     }
     /* Gradient buffers overlapping each other or an input. */
     const struct {
@@ -343,9 +369,11 @@ void check_bad_backward(cf_ctx_t *ctx)
         float **slot[CF_NPARAM] = {&g.dw1, &g.db1, &g.dw2, &g.db2, &g.dw3, &g.db3};
         *slot[alias[i].slot] = alias[i].p;
         c = base, c.grads = &g;
-        if (probe(ctx, &s.b, &c, AUXTRUNK_E_ALIAS, alias[i].d, &count)) return;
+        if (probe(ctx, &s.b, &c, AUXTRUNK_E_ALIAS, alias[i].d, &count))
+            return;
     }
     if (record_intact(ctx, &s, B, &before, &r))
         return;
-    cf_pass_detail(ctx, "%d failing backward calls: right status, nothing written, record intact", count);
+    cf_pass_detail(ctx, "%d failing backward calls: right status, nothing written, record intact",
+                   count);
 }

@@ -90,8 +90,10 @@ void check_cuda_stream(cf_ctx_t *ctx)
         sleep_ms(2);
     if (!__atomic_load_n(&job.returned, __ATOMIC_ACQUIRE)) {
         cfd_gate_open(gate);
-        cf_fail(ctx, "forward/backward did not return within %g s while the legacy default "
-                "stream was blocked: a call synchronises with the legacy stream or the device", limit);
+        cf_fail(ctx,
+                "forward/backward did not return within %g s while the legacy default "
+                "stream was blocked: a call synchronises with the legacy stream or the device",
+                limit);
         return;
     }
     pthread_join(t, NULL);
@@ -110,18 +112,22 @@ void check_cuda_stream(cf_ctx_t *ctx)
         return;
     }
     if (!done) {
-        cf_fail(ctx, "work enqueued on the host's non-blocking stream did not complete within %g s "
+        cf_fail(ctx,
+                "work enqueued on the host's non-blocking stream did not complete within %g s "
                 "while the legacy default stream was blocked: the plugin enqueues on the legacy "
-                "stream (or a blocking stream) instead of the one it is given", limit);
+                "stream (or a blocking stream) instead of the one it is given",
+                limit);
         return;
     }
     double worst = 0;
     if (cf_plugin_wait(ctx, pl, "the stream test") || cf_bufs_fetch(&s.b, &s.o, 1, 1) ||
-        cf_expect_close_all(ctx, "results on a non-blocking stream", &s.in, &s.o, &r, 1, 1, CF_TOL, &worst))
+        cf_expect_close_all(ctx, "results on a non-blocking stream", &s.in, &s.o, &r, 1, 1, CF_TOL,
+                            &worst))
         return;
     pl->api.destroy(s.h);
     cfd_stream_destroy(st);
-    cf_pass_detail(ctx, "completed in %.1f ms with the legacy stream blocked", 1e3 * (now_s() - t0));
+    cf_pass_detail(ctx, "completed in %.1f ms with the legacy stream blocked",
+                   1e3 * (now_s() - t0));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -182,8 +188,10 @@ void check_cuda_graph(cf_ctx_t *ctx)
             }
             int bad = enqueue_step(ctx, pl, s.h, &s.b, B, st, "during stream capture");
             if (cfd_capture_end(st, &exec) && !bad) {
-                cf_fail(ctx, "stream capture of forward and backward failed: %s (the plugin made a "
-                        "call that is not allowed during capture)", cfd_error());
+                cf_fail(ctx,
+                        "stream capture of forward and backward failed: %s (the plugin made a "
+                        "call that is not allowed during capture)",
+                        cfd_error());
                 return;
             }
             cfd_take_error();
@@ -197,13 +205,15 @@ void check_cuda_graph(cf_ctx_t *ctx)
         }
         if (cf_plugin_wait(ctx, pl, "graph replay") || cf_bufs_fetch(&s.b, &replay, 1, 1))
             return;
-        if (cf_expect_same_all(ctx, round == 0 ? "graph replay vs eager" : "graph replay on new inputs vs eager",
-                               &s.in, &replay, &eager, 1, 1))
+        if (cf_expect_same_all(
+                ctx, round == 0 ? "graph replay vs eager" : "graph replay on new inputs vs eager",
+                &s.in, &replay, &eager, 1, 1))
             return;
     }
     cf_ref_t r;
     double worst = 0;
-    if (cf_ref_make(&r, &s.in) || cf_expect_close_all(ctx, "graph replay", &s.in, &replay, &r, 1, 1, CF_TOL, &worst))
+    if (cf_ref_make(&r, &s.in) ||
+        cf_expect_close_all(ctx, "graph replay", &s.in, &replay, &r, 1, 1, CF_TOL, &worst))
         return;
     cfd_graph_destroy(exec);
     pl->api.destroy(s.h);
@@ -274,8 +284,8 @@ void check_cuda_memory_space(cf_ctx_t *ctx)
     int count = 0;
     for (int which = 0; which < 6; which++) {
         static const char *const what[6] = {
-            "forward with x in host memory", "forward with out in host memory",
-            "infer with params.w2 in host memory", "backward with dout in host memory",
+            "forward with x in host memory",          "forward with out in host memory",
+            "infer with params.w2 in host memory",    "backward with dout in host memory",
             "backward with grads.dw1 in host memory", "backward with x in host memory"};
         auxtrunk_params_t p = s.b.params;
         auxtrunk_grads_t g = s.b.grads;
@@ -285,28 +295,45 @@ void check_cuda_memory_space(cf_ctx_t *ctx)
             return;
         int32_t rc;
         switch (which) {
-        case 0: rc = a->forward(s.h, &p, host, B, s.b.out.p, 0, NULL); break;
-        case 1: rc = a->forward(s.h, &p, s.b.x.p, B, host, 0, NULL); break;
-        case 2: p.w2 = host; rc = a->infer(s.h, &p, s.b.x.p, B, s.b.out.p, 0, NULL); break;
-        case 3: rc = a->backward(s.h, &p, s.b.x.p, host, B, &g, 0, NULL); break;
-        case 4: g.dw1 = host; rc = a->backward(s.h, &p, s.b.x.p, s.b.dout.p, B, &g, 0, NULL); break;
-        default: rc = a->backward(s.h, &p, host, s.b.dout.p, B, &g, 0, NULL); break;
+        case 0:
+            rc = a->forward(s.h, &p, host, B, s.b.out.p, 0, NULL);
+            break;
+        case 1:
+            rc = a->forward(s.h, &p, s.b.x.p, B, host, 0, NULL);
+            break;
+        case 2:
+            p.w2 = host;
+            rc = a->infer(s.h, &p, s.b.x.p, B, s.b.out.p, 0, NULL);
+            break;
+        case 3:
+            rc = a->backward(s.h, &p, s.b.x.p, host, B, &g, 0, NULL);
+            break;
+        case 4:
+            g.dw1 = host;
+            rc = a->backward(s.h, &p, s.b.x.p, s.b.dout.p, B, &g, 0, NULL);
+            break;
+        default:
+            rc = a->backward(s.h, &p, host, s.b.dout.p, B, &g, 0, NULL);
+            break;
         }
         if (cf_expect_status(ctx, rc, AUXTRUNK_E_MEMORY_SPACE, what[which]) ||
             cf_watch_end(ctx, &w, what[which]) || cf_expect_last_error(ctx, pl, s.h, what[which]))
             return;
         for (size_t i = 0; i < n; i++)
             if (host[i] != (float)i) {
-                cf_fail(ctx, "%s failed but wrote into the host buffer (element %zu)", what[which], i);
+                cf_fail(ctx, "%s failed but wrote into the host buffer (element %zu)", what[which],
+                        i);
                 return;
             }
         count++;
     }
     /* The handle still works, with no error left behind. */
-    if (cf_forward(ctx, pl, s.h, &s.b, B, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, B, 0, NULL, NULL))
+    if (cf_forward(ctx, pl, s.h, &s.b, B, NULL, NULL) ||
+        cf_backward(ctx, pl, s.h, &s.b, B, 0, NULL, NULL))
         return;
     pl->api.destroy(s.h);
-    cf_pass_detail(ctx, "%d host pointers refused with E_MEMORY_SPACE, nothing written, no CUDA error", count);
+    cf_pass_detail(
+        ctx, "%d host pointers refused with E_MEMORY_SPACE, nothing written, no CUDA error", count);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -330,10 +357,12 @@ static void *two_handles_thread(void *arg)
         cf_outputs_t *o = round == 0 ? &j->first : &j->s->o;
         if (cf_forward(j->ctx, pl, j->s->h, &j->s->b, j->batch, o, j->stream) ||
             cf_backward(j->ctx, pl, j->s->h, &j->s->b, j->batch, 0, o, j->stream) ||
-            cf_expect_close_all(j->ctx, "concurrent handle", &j->s->in, o, j->r, 1, 1, CF_TOL, NULL))
+            cf_expect_close_all(j->ctx, "concurrent handle", &j->s->in, o, j->r, 1, 1, CF_TOL,
+                                NULL))
             return NULL;
         if (round > 0 && det &&
-            cf_expect_same_all(j->ctx, "concurrent handle, repeated", &j->s->in, o, &j->first, 1, 1))
+            cf_expect_same_all(j->ctx, "concurrent handle, repeated", &j->s->in, o, &j->first, 1,
+                               1))
             return NULL;
     }
     return NULL;
@@ -374,7 +403,8 @@ void check_thread_two_handles(cf_ctx_t *ctx)
     for (int i = 0; i < 2; i++)
         pl->api.destroy(s[i].h);
     cf_pass_detail(ctx, "two threads, one handle each, 6 forward/backward rounds, correct%s",
-                   claims(pl, AUXTRUNK_CAP_DETERMINISTIC) ? " and bit-identical across rounds" : "");
+                   claims(pl, AUXTRUNK_CAP_DETERMINISTIC) ? " and bit-identical across rounds"
+                                                          : "");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -396,7 +426,8 @@ static void *migrate_thread(void *arg)
     else if (j->step == 1)
         cf_backward(j->ctx, pl, j->s->h, &j->s->b, j->batch, 0, &j->s->o, NULL);
     else
-        cf_expect_status(j->ctx, pl->api.destroy(j->s->h), AUXTRUNK_OK, "destroy on a third thread");
+        cf_expect_status(j->ctx, pl->api.destroy(j->s->h), AUXTRUNK_OK,
+                         "destroy on a third thread");
     return NULL;
 }
 
@@ -420,8 +451,9 @@ void check_thread_handle_migration(cf_ctx_t *ctx)
         pthread_join(th, NULL);
         if (cf_done(ctx))
             return;
-        if (step < 2 && cf_expect_close_all(ctx, step == 0 ? "forward on a second thread"
-                                                            : "backward on a third thread",
+        if (step < 2 && cf_expect_close_all(ctx,
+                                            step == 0 ? "forward on a second thread"
+                                                      : "backward on a third thread",
                                             &s.in, &s.o, &r, step == 0, step == 1, CF_TOL, &worst))
             return;
     }
@@ -442,7 +474,8 @@ static void *entry_thread(void *arg)
     const cf_plugin_t *pl = &j->ctx->pl;
     unsigned x = j->seed;
     for (int i = 0; i < 2000 && !cf_done(j->ctx); i++) {
-        auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0), 0};
+        auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0),
+                                     0};
         auxtrunk_api_t api;
         memset(&api, 0, sizeof api);
         api.struct_size = sizeof api;
@@ -453,15 +486,16 @@ static void *entry_thread(void *arg)
         }
         const char *field = cf_api_diff(&api, &pl->api);
         if (field) {
-            cf_fail(j->ctx, "concurrent entry call #%d filled a different table: api.%s differs",
-                    i, field);
+            cf_fail(j->ctx, "concurrent entry call #%d filled a different table: api.%s differs", i,
+                    field);
             return NULL;
         }
         x = x * 1103515245u + 12345u;
         int32_t st = (int32_t)((x >> 16) % 20) - 17; /* -17 .. 2: every status and a few unknown */
         const char *text = api.status_string(st);
         if (!text || strcmp(text, auxtrunk_status_message(st)) != 0) {
-            cf_fail(j->ctx, "concurrent status_string(%d) returned \"%s\"", (int)st, text ? text : "(NULL)");
+            cf_fail(j->ctx, "concurrent status_string(%d) returned \"%s\"", (int)st,
+                    text ? text : "(NULL)");
             return NULL;
         }
         if (strcmp(api.impl_name, pl->api.impl_name) != 0 ||

@@ -34,7 +34,8 @@ void check_lifecycle_cycles(cf_ctx_t *ctx)
     const int cuda = pl->space == CF_SPACE_CUDA;
     /* CUDA: a topology whose recorded activations are 16 MiB per handle, so
      * that a handle leaked per cycle shows in device-wide memory figures. */
-    const cf_topo_t t = cuda ? (cf_topo_t){256, 256, 256, 128, 8192} : (cf_topo_t){16, 32, 24, 8, 64};
+    const cf_topo_t t =
+        cuda ? (cf_topo_t){256, 256, 256, 128, 8192} : (cf_topo_t){16, 32, 24, 8, 64};
     const int warm = cuda ? 5 : 10, cycles = cuda ? 50 : 200, B = 64;
     const long long heap_slack = cuda ? CYCLE_HEAP_SLACK_CUDA : CYCLE_HEAP_SLACK;
     cf_inputs_t in;
@@ -70,19 +71,24 @@ void check_lifecycle_cycles(cf_ctx_t *ctx)
     long long ddev = cuda && u0.device >= 0 && u1.device >= 0 ? u1.device - u0.device : 0;
     int dfd = u1.fds - u0.fds, dthr = u1.threads - u0.threads;
     char fig[400];
-    snprintf(fig, sizeof fig, "over %d init/forward/backward/destroy cycles: heap %+lld B, RSS %+lld KiB, "
-             "fds %+d, threads %+d%s", cycles, dheap, drss, dfd, dthr, cuda ? ", device " : "");
+    snprintf(fig, sizeof fig,
+             "over %d init/forward/backward/destroy cycles: heap %+lld B, RSS %+lld KiB, "
+             "fds %+d, threads %+d%s",
+             cycles, dheap, drss, dfd, dthr, cuda ? ", device " : "");
     if (!cuda)
         snprintf(fig + strlen(fig), sizeof fig - strlen(fig), " (heap %+lld B over the last %d)",
                  dtail, cycles - cycles / 2);
     if (cuda)
         snprintf(fig + strlen(fig), sizeof fig - strlen(fig), "%+lld B", ddev);
     if (dheap > heap_slack)
-        cf_fail(ctx, "host heap grew by %lld bytes (%lld per cycle) %s", dheap, dheap / cycles, fig);
+        cf_fail(ctx, "host heap grew by %lld bytes (%lld per cycle) %s", dheap, dheap / cycles,
+                fig);
     else if (!cuda && dtail > CYCLE_HEAP_SLACK_TAIL)
-        cf_fail(ctx, "host heap grew by %lld bytes over the last %d cycles (%lld per cycle; "
-                "limit %lld): a small leak per handle %s", dtail, cycles - cycles / 2,
-                dtail / (cycles - cycles / 2), CYCLE_HEAP_SLACK_TAIL, fig);
+        cf_fail(ctx,
+                "host heap grew by %lld bytes over the last %d cycles (%lld per cycle; "
+                "limit %lld): a small leak per handle %s",
+                dtail, cycles - cycles / 2, dtail / (cycles - cycles / 2), CYCLE_HEAP_SLACK_TAIL,
+                fig);
     else if (drss > CYCLE_RSS_SLACK_KB)
         cf_fail(ctx, "resident memory grew by %lld KiB %s", drss, fig);
     else if (dfd > 0)
@@ -146,7 +152,8 @@ void check_lifecycle_two_handles(cf_ctx_t *ctx)
         cf_forward(ctx, pl, B.h, &B.b, nB, &B.o, NULL) ||
         cf_expect_close_all(ctx, "handle B forward", &B.in, &B.o, &rb, 1, 0, CF_TOL, &worst) ||
         cf_backward(ctx, pl, A.h, &A.b, nA, 0, &A.o, NULL) ||
-        cf_expect_close_all(ctx, "handle A backward after B's forward", &A.in, &A.o, &ra, 0, 1, CF_TOL, &worst) ||
+        cf_expect_close_all(ctx, "handle A backward after B's forward", &A.in, &A.o, &ra, 0, 1,
+                            CF_TOL, &worst) ||
         cf_infer(ctx, pl, A.h, &A.b, nA, &A.o, NULL) ||
         cf_backward(ctx, pl, B.h, &B.b, nB, 0, &B.o, NULL) ||
         cf_expect_close_all(ctx, "handle B backward", &B.in, &B.o, &rb, 0, 1, CF_TOL, &worst))
@@ -155,7 +162,8 @@ void check_lifecycle_two_handles(cf_ctx_t *ctx)
     if (cf_expect_status(ctx, rc, AUXTRUNK_OK, "destroy of handle A"))
         return;
     if (cf_backward(ctx, pl, B.h, &B.b, nB, 0, &B.o, NULL) ||
-        cf_expect_close_all(ctx, "handle B backward after A was destroyed", &B.in, &B.o, &rb, 0, 1, CF_TOL, &worst))
+        cf_expect_close_all(ctx, "handle B backward after A was destroyed", &B.in, &B.o, &rb, 0, 1,
+                            CF_TOL, &worst))
         return;
     if (cf_expect_status(ctx, pl->api.destroy(B.h), AUXTRUNK_OK, "destroy of handle B"))
         return;
@@ -270,7 +278,8 @@ void check_lifecycle_no_forward(cf_ctx_t *ctx)
     }
     /* And then a real forward makes backward work; a failed forward of
      * another batch changes nothing of its record. */
-    if (cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
+    if (cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) ||
+        cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
         return;
     for (int k = 0; k < kinds; k++) {
         failed_forward_t f;
@@ -278,14 +287,17 @@ void check_lifecycle_no_forward(cf_ctx_t *ctx)
         if (f.batch == n || f.batch < 1 || f.batch > 16)
             continue;
         char bwd[240];
-        snprintf(bwd, sizeof bwd, "backward(B=%d) after a forward(B=%d) and a failed forward with %s",
-                 f.batch, n, f.what);
+        snprintf(bwd, sizeof bwd,
+                 "backward(B=%d) after a forward(B=%d) and a failed forward with %s", f.batch, n,
+                 f.what);
         if (failed_then_backward(ctx, &s, &f, f.batch, AUXTRUNK_E_BATCH_MISMATCH, bwd) ||
             cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
             return;
     }
-    cf_pass_detail(ctx, "fresh handle, after only an infer, after failed forwards of %d kinds: "
-                   "E_NO_FORWARD; failed forwards leave an earlier record as it was", kinds);
+    cf_pass_detail(ctx,
+                   "fresh handle, after only an infer, after failed forwards of %d kinds: "
+                   "E_NO_FORWARD; failed forwards leave an earlier record as it was",
+                   kinds);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -309,7 +321,8 @@ void check_lifecycle_not_a_handle(cf_ctx_t *ctx)
         int32_t want = round == 0 ? AUXTRUNK_E_BAD_HANDLE : AUXTRUNK_E_NULL_POINTER;
         int32_t alt = round == 0 ? AUXTRUNK_E_BAD_HANDLE : AUXTRUNK_E_BAD_HANDLE;
         for (int call = 0; call < 5; call++) {
-            static const char *const names[5] = {"forward", "infer", "backward", "memory_usage", "destroy"};
+            static const char *const names[5] = {"forward", "infer", "backward", "memory_usage",
+                                                 "destroy"};
             if (call == 4 && round == 1)
                 break; /* destroy(NULL) is OK by definition */
             char what[96];
@@ -319,11 +332,12 @@ void check_lifecycle_not_a_handle(cf_ctx_t *ctx)
             if (cf_watch_begin(ctx, &w, &s.b))
                 return;
             auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
-            int32_t rc = call == 0 ? a->forward(h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
-                       : call == 1 ? a->infer(h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
-                       : call == 2 ? a->backward(h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL)
-                       : call == 3 ? a->memory_usage(h, &mem)
-                                   : a->destroy(h);
+            int32_t rc = call == 0   ? a->forward(h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+                         : call == 1 ? a->infer(h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+                         : call == 2 ? a->backward(h, &s.b.params, s.b.x.p, s.b.dout.p, n,
+                                                   &s.b.grads, 0, NULL)
+                         : call == 3 ? a->memory_usage(h, &mem)
+                                     : a->destroy(h);
             if (cf_expect_status2(ctx, rc, want, alt, what) || cf_watch_end(ctx, &w, what))
                 return;
         }
@@ -335,8 +349,8 @@ void check_lifecycle_not_a_handle(cf_ctx_t *ctx)
         }
     const char *le = a->last_error(NULL);
     if (!le || le[0]) {
-        cf_fail(ctx, "last_error(NULL) is %s%s%s, expected \"\"", le ? "\"" : "(NULL)", le ? le : "",
-                le ? "\"" : "");
+        cf_fail(ctx, "last_error(NULL) is %s%s%s, expected \"\"", le ? "\"" : "(NULL)",
+                le ? le : "", le ? "\"" : "");
         return;
     }
     /* The real handle is unaffected. */
@@ -355,13 +369,14 @@ void check_lifecycle_after_destroy(cf_ctx_t *ctx)
     const auxtrunk_api_t *a = &pl->api;
     if (!cf_alloc_supported()) {
         cf_skip(ctx, "this runner cannot quarantine freed memory (not glibc, or a sanitizer "
-                "build, whose own quarantine reports the use after free)");
+                     "build, whose own quarantine reports the use after free)");
         return;
     }
     cf_setup_t s;
     const int n = 6;
     if (cf_setup_make(ctx, pl, &s, (cf_topo_t){5, 4, 3, 2, 8}, n) ||
-        cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
+        cf_forward(ctx, pl, s.h, &s.b, n, NULL, NULL) ||
+        cf_backward(ctx, pl, s.h, &s.b, n, 0, NULL, NULL))
         return;
     cf_stage(ctx, "destroy, with freed memory quarantined");
     cf_quarantine_begin();
@@ -384,23 +399,28 @@ void check_lifecycle_after_destroy(cf_ctx_t *ctx)
         if (cf_watch_begin(ctx, &w, &s.b))
             return;
         auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
-        rc = call == 0 ? a->forward(s.h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
-           : call == 1 ? a->infer(s.h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
-           : call == 2 ? a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL)
-           : call == 3 ? a->memory_usage(s.h, &mem)
-                       : a->destroy(s.h);
+        rc = call == 0   ? a->forward(s.h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+             : call == 1 ? a->infer(s.h, &s.b.params, s.b.x.p, n, s.b.out.p, 0, NULL)
+             : call == 2
+                 ? a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, n, &s.b.grads, 0, NULL)
+             : call == 3 ? a->memory_usage(s.h, &mem)
+                         : a->destroy(s.h);
         if (rc == AUXTRUNK_OK) {
-            cf_fail(ctx, "%s returned AUXTRUNK_OK: destroy left the handle looking live (its "
+            cf_fail(ctx,
+                    "%s returned AUXTRUNK_OK: destroy left the handle looking live (its "
                     "dead marker was not stored, e.g. a plain store the compiler dropped "
-                    "before free())", what);
+                    "before free())",
+                    what);
             return;
         }
         if (cf_expect_status(ctx, rc, AUXTRUNK_E_BAD_HANDLE, what) || cf_watch_end(ctx, &w, what))
             return;
     }
     cf_quarantine_release();
-    cf_pass_detail(ctx, "forward, infer, backward, memory_usage and destroy on a destroyed handle "
-                   "(%d freed blocks quarantined): E_BAD_HANDLE, nothing written", kept);
+    cf_pass_detail(ctx,
+                   "forward, infer, backward, memory_usage and destroy on a destroyed handle "
+                   "(%d freed blocks quarantined): E_BAD_HANDLE, nothing written",
+                   kept);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -425,14 +445,16 @@ void check_lifecycle_memory_usage(cf_ctx_t *ctx)
         return;
     }
     if (pl->space == CF_SPACE_HOST && m.device_bytes != 0) {
-        cf_fail(ctx, "a host-memory plugin reports %llu device bytes", (unsigned long long)m.device_bytes);
+        cf_fail(ctx, "a host-memory plugin reports %llu device bytes",
+                (unsigned long long)m.device_bytes);
         return;
     }
     /* The handle owns at least the record forward keeps for backward: h1
      * and h2 for max_batch rows, wherever it keeps them. */
     const uint64_t record = 4ull * (uint64_t)cfg.max_batch * (uint64_t)(cfg.h1 + cfg.h2);
     if (m.host_bytes + m.device_bytes < record) {
-        cf_fail(ctx, "memory_usage reports %llu host and %llu device bytes, less than the record "
+        cf_fail(ctx,
+                "memory_usage reports %llu host and %llu device bytes, less than the record "
                 "alone (h1 and h2 for max_batch rows: %llu bytes)",
                 (unsigned long long)m.host_bytes, (unsigned long long)m.device_bytes,
                 (unsigned long long)record);
@@ -460,7 +482,7 @@ void check_lifecycle_no_alloc_in_calls(cf_ctx_t *ctx)
     }
     if (pl->space == CF_SPACE_CUDA) {
         cf_skip(ctx, "CUDA plugins: the CUDA runtime may allocate host memory inside a launch; "
-                "device allocations inside calls are caught by cuda.graph");
+                     "device allocations inside calls are caught by cuda.graph");
         return;
     }
     cf_setup_t s;
@@ -468,23 +490,38 @@ void check_lifecycle_no_alloc_in_calls(cf_ctx_t *ctx)
     if (cf_setup_make(ctx, pl, &s, (cf_topo_t){24, 20, 16, 8, 300}, B))
         return;
     auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
-    static const char *const names[] = {
-        "forward", "infer", "backward", "backward(ACCUMULATE)", "memory_usage", "last_error",
-        "forward with batch > max_batch (an error)", "backward with a mismatched batch (an error)"};
+    static const char *const names[] = {"forward",
+                                        "infer",
+                                        "backward",
+                                        "backward(ACCUMULATE)",
+                                        "memory_usage",
+                                        "last_error",
+                                        "forward with batch > max_batch (an error)",
+                                        "backward with a mismatched batch (an error)"};
     for (int i = 0; i < 8; i++) {
         cf_stage(ctx, "%s, counting allocations", names[i]);
         int32_t rc = AUXTRUNK_OK, want = AUXTRUNK_OK;
         cf_alloc_count_begin();
         switch (i) {
-        case 0: rc = a->forward(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL); break;
-        case 1: rc = a->infer(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL); break;
-        case 2: rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, &s.b.grads, 0, NULL); break;
+        case 0:
+            rc = a->forward(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL);
+            break;
+        case 1:
+            rc = a->infer(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL);
+            break;
+        case 2:
+            rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, &s.b.grads, 0, NULL);
+            break;
         case 3:
             rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, &s.b.grads,
                              AUXTRUNK_BACKWARD_ACCUMULATE, NULL);
             break;
-        case 4: rc = a->memory_usage(s.h, &mem); break;
-        case 5: a->last_error(s.h); break;
+        case 4:
+            rc = a->memory_usage(s.h, &mem);
+            break;
+        case 5:
+            a->last_error(s.h);
+            break;
         case 6:
             want = AUXTRUNK_E_BATCH;
             rc = a->forward(s.h, &s.b.params, s.b.x.p, B + 1, s.b.out.p, 0, NULL);
@@ -498,12 +535,14 @@ void check_lifecycle_no_alloc_in_calls(cf_ctx_t *ctx)
         if (cf_expect_status(ctx, rc, want, names[i]))
             return;
         if (n > 0) {
-            cf_fail(ctx, "%s allocated host memory (%ld malloc-family call%s): after init, no call "
-                    "allocates", names[i], n, n == 1 ? "" : "s");
+            cf_fail(ctx,
+                    "%s allocated host memory (%ld malloc-family call%s): after init, no call "
+                    "allocates",
+                    names[i], n, n == 1 ? "" : "s");
             return;
         }
     }
     a->destroy(s.h);
     cf_pass_detail(ctx, "forward, infer, backward, memory_usage, last_error and failing calls: "
-                   "no malloc-family call");
+                        "no malloc-family call");
 }

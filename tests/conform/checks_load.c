@@ -94,8 +94,8 @@ void check_load_symbols(cf_ctx_t *ctx)
 
 const char *cf_api_diff(const auxtrunk_api_t *a, const auxtrunk_api_t *b)
 {
-#define CF_API_FIELD_(f)                                  \
-    if (memcmp(&a->f, &b->f, sizeof a->f) != 0)         \
+#define CF_API_FIELD_(f)                        \
+    if (memcmp(&a->f, &b->f, sizeof a->f) != 0) \
         return #f;
     CF_API_FIELD_(struct_size)
     CF_API_FIELD_(abi_version)
@@ -138,7 +138,8 @@ void check_load_table(cf_ctx_t *ctx)
         char canon[32];
         snprintf(canon, sizeof canon, "canon %d", AUXTRUNK_CANON_VERSION);
         if (!strstr(a->kernel_version, canon)) {
-            cf_fail(ctx, "claims EXACT but kernel_version \"%s\" does not name \"%s\" "
+            cf_fail(ctx,
+                    "claims EXACT but kernel_version \"%s\" does not name \"%s\" "
                     "(auxtrunk_canon.h: it appears in every exact plugin's kernel_version)",
                     a->kernel_version, canon);
             return;
@@ -172,9 +173,11 @@ void check_load_table(cf_ctx_t *ctx)
         a->status_string(AUXTRUNK_E_BATCH);
         if (strcmp(a->impl_name, impl) != 0 || strcmp(a->kernel_version, kernel) != 0) {
             int k = strcmp(a->impl_name, impl) != 0;
-            cf_fail(ctx, "%s changed from \"%s\" to \"%s\" after another entry call: the names "
-                    "are static and immutable", k ? "impl_name" : "kernel_version",
-                    k ? impl : kernel, k ? a->impl_name : a->kernel_version);
+            cf_fail(ctx,
+                    "%s changed from \"%s\" to \"%s\" after another entry call: the names "
+                    "are static and immutable",
+                    k ? "impl_name" : "kernel_version", k ? impl : kernel,
+                    k ? a->impl_name : a->kernel_version);
             return;
         }
     }
@@ -298,7 +301,8 @@ void check_load_status_string(cf_ctx_t *ctx)
         snprintf(copy[i], sizeof copy[i], "%s", ptr[i]);
         for (int k = 0; k <= i; k++)
             if (strcmp(ptr[k], copy[k]) != 0) {
-                cf_fail(ctx, "the text status_string(%d) returned changed to \"%s\" after "
+                cf_fail(ctx,
+                        "the text status_string(%d) returned changed to \"%s\" after "
                         "status_string(%d) was called: status strings are static and immutable",
                         (int)st[k], ptr[k], (int)st[i]);
                 return;
@@ -316,13 +320,15 @@ void check_load_status_string(cf_ctx_t *ctx)
         }
         for (int k = 0; k < n; k++)
             if (strcmp(ptr[k], copy[k]) != 0) {
-                cf_fail(ctx, "the text status_string(%d) returned changed to \"%s\" after later "
-                        "calls: status strings are static and immutable", (int)st[k], ptr[k]);
+                cf_fail(ctx,
+                        "the text status_string(%d) returned changed to \"%s\" after later "
+                        "calls: status strings are static and immutable",
+                        (int)st[k], ptr[k]);
                 return;
             }
     }
     cf_pass_detail(ctx, "the header's text for every status, \"unknown status\" otherwise; the "
-                   "same pointers and texts on every call");
+                        "same pointers and texts on every call");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -466,8 +472,10 @@ void check_load_silent(cf_ctx_t *ctx)
         char text[121] = "";
         ssize_t got = pread(cap, text, sizeof text - 1, 0);
         text[got > 0 ? got : 0] = '\0';
-        cf_fail(ctx, "the plugin wrote %lld bytes to stdout/stderr (library code never prints): "
-                "\"%s\"", (long long)n, text);
+        cf_fail(ctx,
+                "the plugin wrote %lld bytes to stdout/stderr (library code never prints): "
+                "\"%s\"",
+                (long long)n, text);
     } else if (!loaded) {
         cf_skip(ctx, "plugin not loadable (load.table fails for it): %s", why);
     } else {
@@ -555,15 +563,17 @@ void check_negotiate_host_range(cf_ctx_t *ctx)
         if (lo > hi || common_lo > common_hi) {
             if (rc != AUXTRUNK_E_ABI_VERSION) {
                 if (rc == AUXTRUNK_OK)
-                    cf_fail(ctx, "host range [%u.%u, %u.%u] (%s): answered %u.%u, expected "
-                            "AUXTRUNK_E_ABI_VERSION (the plugin speaks 1.0 to %u.%u)", lmj, lmn,
-                            hmj, hmn, cases[i].what, AUXTRUNK_VERSION_MAJOR_OF(v),
+                    cf_fail(ctx,
+                            "host range [%u.%u, %u.%u] (%s): answered %u.%u, expected "
+                            "AUXTRUNK_E_ABI_VERSION (the plugin speaks 1.0 to %u.%u)",
+                            lmj, lmn, hmj, hmn, cases[i].what, AUXTRUNK_VERSION_MAJOR_OF(v),
                             AUXTRUNK_VERSION_MINOR_OF(v), AUXTRUNK_VERSION_MAJOR_OF(top),
                             AUXTRUNK_VERSION_MINOR_OF(top));
                 else
-                    cf_fail(ctx, "host range [%u.%u, %u.%u] (%s) returned %s, expected "
-                            "AUXTRUNK_E_ABI_VERSION", lmj, lmn, hmj, hmn, cases[i].what,
-                            cf_status_name(rc));
+                    cf_fail(ctx,
+                            "host range [%u.%u, %u.%u] (%s) returned %s, expected "
+                            "AUXTRUNK_E_ABI_VERSION",
+                            lmj, lmn, hmj, hmn, cases[i].what, cf_status_name(rc));
                 return;
             }
             continue;
@@ -580,10 +590,12 @@ void check_negotiate_host_range(cf_ctx_t *ctx)
             return;
         }
         if (v != common_hi) {
-            cf_fail(ctx, "host range [%u.%u, %u.%u] (%s): answered %u.%u, expected the highest "
-                    "common version %u.%u", lmj, lmn, hmj, hmn, cases[i].what,
-                    AUXTRUNK_VERSION_MAJOR_OF(v), AUXTRUNK_VERSION_MINOR_OF(v),
-                    AUXTRUNK_VERSION_MAJOR_OF(common_hi), AUXTRUNK_VERSION_MINOR_OF(common_hi));
+            cf_fail(ctx,
+                    "host range [%u.%u, %u.%u] (%s): answered %u.%u, expected the highest "
+                    "common version %u.%u",
+                    lmj, lmn, hmj, hmn, cases[i].what, AUXTRUNK_VERSION_MAJOR_OF(v),
+                    AUXTRUNK_VERSION_MINOR_OF(v), AUXTRUNK_VERSION_MAJOR_OF(common_hi),
+                    AUXTRUNK_VERSION_MINOR_OF(common_hi));
             return;
         }
     }
@@ -635,7 +647,9 @@ static int entry_sizes(cf_ctx_t *ctx)
         before = api;
         char what[128];
         snprintf(what, sizeof what, "the entry with host_info.struct_size %u%s", hcases[i].size,
-                 hcases[i].dirty ? " and a non-zero tail" : hcases[i].size > 16 ? " (zero tail)" : "");
+                 hcases[i].dirty       ? " and a non-zero tail"
+                 : hcases[i].size > 16 ? " (zero tail)"
+                                       : "");
         int32_t rc = entry((const auxtrunk_host_info_t *)hs.bytes, &api);
         if (cf_expect_status(ctx, rc, hcases[i].want, what))
             return -1;
@@ -687,8 +701,10 @@ static int entry_sizes(cf_ctx_t *ctx)
             return -1;
         for (size_t i = size; i < sizeof big.bytes; i++)
             if (big.bytes[i] != 0xCD)
-                return cf_fail(ctx, "%s wrote past it (byte %zu): a plugin writes exactly the "
-                               "host's struct_size bytes", what, i);
+                return cf_fail(ctx,
+                               "%s wrote past it (byte %zu): a plugin writes exactly the "
+                               "host's struct_size bytes",
+                               what, i);
         uint32_t valid;
         memcpy(&valid, big.bytes, 4);
         if (valid < AUXTRUNK_API_SIZE_1_0 || valid > size)
@@ -697,22 +713,27 @@ static int entry_sizes(cf_ctx_t *ctx)
         if (k == 0) {
             own = valid;
             if (top == V(1, 0) && own != AUXTRUNK_API_SIZE_1_0)
-                return cf_fail(ctx, "%s set struct_size to %u: a plugin speaking only ABI 1.0 "
-                               "has the %u-byte 1.0 table, so it must be min(%u, %u) = %u", what,
-                               valid, AUXTRUNK_API_SIZE_1_0, size, AUXTRUNK_API_SIZE_1_0,
+                return cf_fail(ctx,
+                               "%s set struct_size to %u: a plugin speaking only ABI 1.0 "
+                               "has the %u-byte 1.0 table, so it must be min(%u, %u) = %u",
+                               what, valid, AUXTRUNK_API_SIZE_1_0, size, AUXTRUNK_API_SIZE_1_0,
                                AUXTRUNK_API_SIZE_1_0);
         } else {
             uint32_t want = size < own ? size : own;
             if (valid != want)
-                return cf_fail(ctx, "%s set struct_size to %u, expected min(host %u, plugin %u) "
-                               "= %u", what, valid, size, own, want);
+                return cf_fail(ctx,
+                               "%s set struct_size to %u, expected min(host %u, plugin %u) "
+                               "= %u",
+                               what, valid, size, own, want);
         }
         if (memcmp(big.bytes + 4, (const unsigned char *)good + 4, AUXTRUNK_API_SIZE_1_0 - 4) != 0)
             return cf_fail(ctx, "%s filled different 1.0 entries", what);
         for (uint32_t i = valid; i < size; i++)
             if (big.bytes[i] != 0)
-                return cf_fail(ctx, "%s left byte %u (past the valid %u) non-zero: the table must "
-                               "be filled with zeros to the host's size", what, i, valid);
+                return cf_fail(ctx,
+                               "%s left byte %u (past the valid %u) non-zero: the table must "
+                               "be filled with zeros to the host's size",
+                               what, i, valid);
     }
     return 0;
 }
@@ -735,7 +756,9 @@ static int config_sizes(cf_ctx_t *ctx)
         auxtrunk_handle_t *sentinel = (auxtrunk_handle_t *)(uintptr_t)0x5A5A5A50, *h = sentinel;
         char what[128];
         snprintf(what, sizeof what, "init with config.struct_size %u%s", cases[i].size,
-                 cases[i].dirty ? " and a non-zero tail" : cases[i].size > 32 ? " (zero tail)" : "");
+                 cases[i].dirty       ? " and a non-zero tail"
+                 : cases[i].size > 32 ? " (zero tail)"
+                                      : "");
         int32_t rc = a->init((const auxtrunk_config_t *)s.bytes, &h);
         if (cf_expect_status(ctx, rc, cases[i].want, what))
             return -1;
@@ -770,7 +793,9 @@ static int call_sizes(cf_ctx_t *ctx)
         big_make(&g, &s.b.grads, sizeof s.b.grads, cases[i].size, cases[i].dirty);
         const auxtrunk_params_t *pp = (const auxtrunk_params_t *)p.bytes;
         const auxtrunk_grads_t *gg = (const auxtrunk_grads_t *)g.bytes;
-        const char *tail = cases[i].dirty ? " and a non-zero tail" : cases[i].size > 56 ? " (zero tail)" : "";
+        const char *tail = cases[i].dirty       ? " and a non-zero tail"
+                           : cases[i].size > 56 ? " (zero tail)"
+                                                : "";
         for (int call = 0; call < 4; call++) {
             char what[128];
             cf_watch_t w;
@@ -778,16 +803,20 @@ static int call_sizes(cf_ctx_t *ctx)
                 return -1;
             int32_t rc;
             if (call == 0) {
-                snprintf(what, sizeof what, "forward with params.struct_size %u%s", cases[i].size, tail);
+                snprintf(what, sizeof what, "forward with params.struct_size %u%s", cases[i].size,
+                         tail);
                 rc = a->forward(s.h, pp, s.b.x.p, B, s.b.out.p, 0, NULL);
             } else if (call == 1) {
-                snprintf(what, sizeof what, "infer with params.struct_size %u%s", cases[i].size, tail);
+                snprintf(what, sizeof what, "infer with params.struct_size %u%s", cases[i].size,
+                         tail);
                 rc = a->infer(s.h, pp, s.b.x.p, B, s.b.out.p, 0, NULL);
             } else if (call == 2) {
-                snprintf(what, sizeof what, "backward with params.struct_size %u%s", cases[i].size, tail);
+                snprintf(what, sizeof what, "backward with params.struct_size %u%s", cases[i].size,
+                         tail);
                 rc = a->backward(s.h, pp, s.b.x.p, s.b.dout.p, B, &s.b.grads, 0, NULL);
             } else {
-                snprintf(what, sizeof what, "backward with grads.struct_size %u%s", cases[i].size, tail);
+                snprintf(what, sizeof what, "backward with grads.struct_size %u%s", cases[i].size,
+                         tail);
                 rc = a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, gg, 0, NULL);
             }
             if (cf_expect_status(ctx, rc, cases[i].want, what))
@@ -814,7 +843,8 @@ static int call_sizes(cf_ctx_t *ctx)
         return -1;
     for (size_t i = msize; i < sizeof m.bytes; i++)
         if (m.bytes[i] != 0xCD)
-            return cf_fail(ctx, "memory_usage with struct_size %u wrote past it (byte %zu)", msize, i);
+            return cf_fail(ctx, "memory_usage with struct_size %u wrote past it (byte %zu)", msize,
+                           i);
     return 0;
 }
 
@@ -823,7 +853,7 @@ void check_negotiate_struct_sizes(cf_ctx_t *ctx)
     if (entry_sizes(ctx) || config_sizes(ctx) || call_sizes(ctx))
         return;
     cf_pass_detail(ctx, "host_info, api, config, params, grads, memory: smaller, larger zero "
-                   "tail, larger dirty tail");
+                        "tail, larger dirty tail");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -885,13 +915,17 @@ void check_negotiate_flags(cf_ctx_t *ctx)
                 f = 1u << 1; /* bit 0 is ACCUMULATE for backward */
             char what[96];
             snprintf(what, sizeof what, "%s with flags 0x%x",
-                     call == 0 ? "forward" : call == 1 ? "infer" : "backward", f);
+                     call == 0   ? "forward"
+                     : call == 1 ? "infer"
+                                 : "backward",
+                     f);
             cf_watch_t w;
             if (cf_watch_begin(ctx, &w, &s.b))
                 return;
-            int32_t rc = call == 0 ? a->forward(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, f, NULL)
-                       : call == 1 ? a->infer(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, f, NULL)
-                                   : a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, &s.b.grads, f, NULL);
+            int32_t rc = call == 0   ? a->forward(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, f, NULL)
+                         : call == 1 ? a->infer(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, f, NULL)
+                                     : a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B,
+                                                   &s.b.grads, f, NULL);
             if (cf_expect_status(ctx, rc, AUXTRUNK_E_FLAGS, what) || cf_watch_end(ctx, &w, what) ||
                 cf_expect_last_error(ctx, &ctx->pl, s.h, what))
                 return;

@@ -62,10 +62,8 @@ typedef struct num_case {
 } num_case_t;
 
 static const num_case_t num_cases[] = {
-    {{1, 1, 1, 1, 64}, {1, 7, 61, 64}},
-    {{3, 5, 7, 2, 769}, {1, 7, 131, 257, 769}},
-    {{17, 33, 9, 5, 523}, {1, 9, 523}},
-    {{64, 48, 40, 16, 300}, {1, 257, 300}},
+    {{1, 1, 1, 1, 64}, {1, 7, 61, 64}},  {{3, 5, 7, 2, 769}, {1, 7, 131, 257, 769}},
+    {{17, 33, 9, 5, 523}, {1, 9, 523}},  {{64, 48, 40, 16, 300}, {1, 257, 300}},
     {{256, 256, 256, 128, 37}, {1, 37}},
 };
 #define N_NUM_CASES (sizeof num_cases / sizeof num_cases[0])
@@ -153,7 +151,8 @@ void check_numerics_accumulate(cf_ctx_t *ctx)
         cf_fail(ctx, "runner: out of host memory");
         return;
     }
-    if (cf_forward(ctx, pl, h, &p.b, B, NULL, NULL) || cf_backward(ctx, pl, h, &p.b, B, 0, &over, NULL))
+    if (cf_forward(ctx, pl, h, &p.b, B, NULL, NULL) ||
+        cf_backward(ctx, pl, h, &p.b, B, 0, &over, NULL))
         return;
     /* Existing gradients g0; ACCUMULATE gives g0 + computed. */
     float *g0[CF_NPARAM];
@@ -183,7 +182,8 @@ void check_numerics_accumulate(cf_ctx_t *ctx)
             for (size_t k = 0; k < n; k++)
                 over.g[i][k] = g0[i][k] + over.g[i][k];
         }
-        if (cf_expect_same_all(ctx, "EXACT: ACCUMULATE vs g0 + overwrite result", &p.in, &acc, &over, 0, 1))
+        if (cf_expect_same_all(ctx, "EXACT: ACCUMULATE vs g0 + overwrite result", &p.in, &acc,
+                               &over, 0, 1))
             return;
     }
     pl->api.destroy(h);
@@ -236,7 +236,8 @@ void check_numerics_finite_diff(cf_ctx_t *ctx)
                 worst = err / (tol / 1e-3);
             probes++;
             if (err > tol) {
-                cf_fail(ctx, "%s[%zu] = %.9g but the central finite difference of the loss (in "
+                cf_fail(ctx,
+                        "%s[%zu] = %.9g but the central finite difference of the loss (in "
                         "double, step %.3g) is %.9g: error %.3g > %.3g",
                         cf_grad_names[i], k, got, step, fd, err, tol);
                 return;
@@ -269,7 +270,7 @@ void check_numerics_nonfinite(cf_ctx_t *ctx)
     const struct {
         int b, k;
         float v;
-    } inject[] = {{1, 3, NAN}, {3, 0, INFINITY}, {4, 7, -INFINITY}, {5, 2, NAN},
+    } inject[] = {{1, 3, NAN},      {3, 0, INFINITY},  {4, 7, -INFINITY}, {5, 2, NAN},
                   {5, 5, INFINITY}, {7, 1, -INFINITY}, {7, 4, INFINITY}};
     for (size_t i = 0; i < sizeof inject / sizeof inject[0]; i++)
         p.in.x[inject[i].b * t.enc + inject[i].k] = inject[i].v;
@@ -300,21 +301,27 @@ void check_numerics_nonfinite(cf_ctx_t *ctx)
             if (call == 0)
                 counts[cr]++;
             if (cg != cr) {
-                cf_fail(ctx, "%s: out[b=%d, j=%d] is %s (%g) where the reference is %s: non-finite "
-                        "x values must propagate with IEEE semantics", name, i / t.aux, i % t.aux,
-                        fclass_name[cg], (double)p.o.out[i], fclass_name[cr]);
+                cf_fail(ctx,
+                        "%s: out[b=%d, j=%d] is %s (%g) where the reference is %s: non-finite "
+                        "x values must propagate with IEEE semantics",
+                        name, i / t.aux, i % t.aux, fclass_name[cg], (double)p.o.out[i],
+                        fclass_name[cr]);
                 return;
             }
             if (cr == 0 && fabs((double)p.o.out[i] - ref[i]) > CF_TOL * (scale > 0 ? scale : 1)) {
-                cf_fail(ctx, "%s: out[b=%d, j=%d] = %.9g, reference %.9g (x has non-finite values "
-                        "in other rows)", name, i / t.aux, i % t.aux, (double)p.o.out[i], ref[i]);
+                cf_fail(ctx,
+                        "%s: out[b=%d, j=%d] = %.9g, reference %.9g (x has non-finite values "
+                        "in other rows)",
+                        name, i / t.aux, i % t.aux, (double)p.o.out[i], ref[i]);
                 return;
             }
         }
     }
     pl->api.destroy(h);
-    cf_pass_detail(ctx, "NaN and +-Inf in 5 of 8 rows of x: %d NaN, %d +Inf, %d -Inf, %d finite "
-                   "outputs, all as the reference", counts[1], counts[2], counts[3], counts[0]);
+    cf_pass_detail(ctx,
+                   "NaN and +-Inf in 5 of 8 rows of x: %d NaN, %d +Inf, %d -Inf, %d finite "
+                   "outputs, all as the reference",
+                   counts[1], counts[2], counts[3], counts[0]);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -344,12 +351,15 @@ void check_numerics_unaligned(cf_ctx_t *ctx)
         }
         char what[64];
         snprintf(what, sizeof what, "4-byte-aligned buffers, B=%d", B);
-        if (cf_forward(ctx, pl, h, &p.b, B, &p.o, NULL) || cf_backward(ctx, pl, h, &p.b, B, 0, &p.o, NULL) ||
-            cf_forward(ctx, pl, h, &q.b, B, &q.o, NULL) || cf_backward(ctx, pl, h, &q.b, B, 0, &q.o, NULL) ||
+        if (cf_forward(ctx, pl, h, &p.b, B, &p.o, NULL) ||
+            cf_backward(ctx, pl, h, &p.b, B, 0, &p.o, NULL) ||
+            cf_forward(ctx, pl, h, &q.b, B, &q.o, NULL) ||
+            cf_backward(ctx, pl, h, &q.b, B, 0, &q.o, NULL) ||
             cf_expect_close_all(ctx, what, &q.in, &q.o, &r, 1, 1, CF_TOL, &worst))
             return;
         if (claims(pl, AUXTRUNK_CAP_DETERMINISTIC) &&
-            cf_expect_same_all(ctx, "DETERMINISTIC: 4-byte-aligned vs aligned buffers", &q.in, &q.o, &p.o, 1, 1))
+            cf_expect_same_all(ctx, "DETERMINISTIC: 4-byte-aligned vs aligned buffers", &q.in, &q.o,
+                               &p.o, 1, 1))
             return;
     }
     pl->api.destroy(h);
@@ -374,10 +384,10 @@ static int32_t sg_run(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h
 {
     const auxtrunk_api_t *a = &pl->api;
     cf_stage(ctx, "%s(B=%d)", sg_calls[kind].name, B);
-    int32_t rc = kind == 0 ? a->forward(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
-               : kind == 1 ? a->infer(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
-                           : a->backward(h, &b->params, b->x.p, b->dout.p, B, &b->grads,
-                                         kind == 3 ? AUXTRUNK_BACKWARD_ACCUMULATE : 0, NULL);
+    int32_t rc = kind == 0   ? a->forward(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
+                 : kind == 1 ? a->infer(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
+                             : a->backward(h, &b->params, b->x.p, b->dout.p, B, &b->grads,
+                                           kind == 3 ? AUXTRUNK_BACKWARD_ACCUMULATE : 0, NULL);
     if (rc != AUXTRUNK_OK)
         return cf_fail(ctx, "%s(B=%d) returned %s", sg_calls[kind].name, B, cf_status_name(rc));
     return cf_plugin_wait(ctx, pl, sg_calls[kind].name);
@@ -406,7 +416,8 @@ void check_stopgrad_x_unchanged(cf_ctx_t *ctx)
         problem_t p;
         if (problem_make(ctx, pl, &p, sg_topo, B, 0))
             return;
-        auxtrunk_config_t cfg = cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
+        auxtrunk_config_t cfg =
+            cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
         auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
         if (!h)
             return;
@@ -439,8 +450,10 @@ void check_stopgrad_x_unchanged(cf_ctx_t *ctx)
                     cf_buf_get(buf, all);
                     now = all[e];
                     const float *orig = i == 0 ? p.in.x : i == 1 ? p.in.dout : p.in.p[i - 2];
-                    cf_fail(ctx, "%s(B=%d) wrote into %s: element %zu changed from %.9g (0x%08x) to "
-                            "%.9g (0x%08x)%s", sg_calls[c].name, B, name, e, (double)orig[e],
+                    cf_fail(ctx,
+                            "%s(B=%d) wrote into %s: element %zu changed from %.9g (0x%08x) to "
+                            "%.9g (0x%08x)%s",
+                            sg_calls[c].name, B, name, e, (double)orig[e],
                             (unsigned)bits_of(orig[e]), (double)now, (unsigned)bits_of(now),
                             i == 0 ? ": x is read-only (stop-gradient)" : ": inputs are read-only");
                 } else {
@@ -454,7 +467,7 @@ void check_stopgrad_x_unchanged(cf_ctx_t *ctx)
         problem_free(&p);
     }
     cf_pass_detail(ctx, "x, dout and parameters with guard zones, byte for byte, after forward, "
-                   "infer, backward and backward(ACCUMULATE)");
+                        "infer, backward and backward(ACCUMULATE)");
 }
 
 /* Host structs the plugin reads during init and the entry, each in a
@@ -463,7 +476,8 @@ static int ro_structs(cf_ctx_t *ctx, const cf_plugin_t *pl)
 {
     cf_pages_t cfg_pg, host_pg;
     const auxtrunk_config_t cfg = cf_config(12, 10, 8, 6, 64);
-    const auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0), 0};
+    const auxtrunk_host_info_t host = {sizeof host, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0),
+                                       0};
     if (cf_pages_alloc(&cfg_pg, "the config", sizeof cfg, 1, 1) ||
         cf_pages_alloc(&host_pg, "the host info", sizeof host, 1, 1))
         return cf_fail(ctx, "runner: mmap failed");
@@ -521,10 +535,12 @@ static int ro_inputs(cf_ctx_t *ctx, const cf_plugin_t *pl, int at_end)
         pgs[i] = &pg[i];
     }
     const float *x = (const float *)pg[0].p, *dout = (const float *)pg[1].p;
-    const auxtrunk_params_t params = {sizeof params, 0, (const float *)pg[2].p, (const float *)pg[3].p,
+    const auxtrunk_params_t params = {sizeof params,          0,
+                                      (const float *)pg[2].p, (const float *)pg[3].p,
                                       (const float *)pg[4].p, (const float *)pg[5].p,
                                       (const float *)pg[6].p, (const float *)pg[7].p};
-    auxtrunk_config_t cfg = cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
+    auxtrunk_config_t cfg =
+        cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
     auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
     if (!h)
         return -1;
@@ -537,10 +553,10 @@ static int ro_inputs(cf_ctx_t *ctx, const cf_plugin_t *pl, int at_end)
         snprintf(call, sizeof call, "%s(B=%d)", sg_calls[c].name, B);
         cf_stage(ctx, "%s with x, dout and the parameters in read-only pages %s", call, where);
         cf_pages_call(call);
-        int32_t rc = c == 0 ? a->forward(h, &params, x, B, p.b.out.p, 0, NULL)
-                   : c == 1 ? a->infer(h, &params, x, B, p.b.out.p, 0, NULL)
-                            : a->backward(h, &params, x, dout, B, &p.b.grads,
-                                          c == 3 ? AUXTRUNK_BACKWARD_ACCUMULATE : 0, NULL);
+        int32_t rc = c == 0   ? a->forward(h, &params, x, B, p.b.out.p, 0, NULL)
+                     : c == 1 ? a->infer(h, &params, x, B, p.b.out.p, 0, NULL)
+                              : a->backward(h, &params, x, dout, B, &p.b.grads,
+                                            c == 3 ? AUXTRUNK_BACKWARD_ACCUMULATE : 0, NULL);
         if (rc != AUXTRUNK_OK) {
             cf_pages_unwatch();
             return cf_fail(ctx, "%s with inputs in read-only pages returned %s", call,
@@ -571,13 +587,13 @@ void check_stopgrad_inputs_read_only(cf_ctx_t *ctx)
         return;
     if (pl->space != CF_SPACE_HOST) {
         cf_pass_detail(ctx, "config and host info in read-only pages (x, dout and the parameters "
-                       "are device memory: see stopgrad.x_unchanged)");
+                            "are device memory: see stopgrad.x_unchanged)");
         return;
     }
     if (ro_inputs(ctx, pl, 1) || ro_inputs(ctx, pl, 0))
         return;
     cf_pass_detail(ctx, "config, host info, x, dout and the parameters in read-only pages, each "
-                   "against a PROT_NONE page after it and then before it");
+                        "against a PROT_NONE page after it and then before it");
 }
 
 /* backward's x and params are its own arguments: given equal copies in
@@ -598,7 +614,8 @@ void check_stopgrad_backward_inputs(cf_ctx_t *ctx)
         cf_fail(ctx, "runner: cannot allocate plugin buffers: %s", cfd_error());
         return;
     }
-    if (cf_forward(ctx, pl, s.h, &s.b, B, NULL, NULL) || cf_backward(ctx, pl, s.h, &s.b, B, 0, &want, NULL))
+    if (cf_forward(ctx, pl, s.h, &s.b, B, NULL, NULL) ||
+        cf_backward(ctx, pl, s.h, &s.b, B, 0, &want, NULL))
         return;
     /* The forward's own x and parameters now hold NaN. */
     if (cf_buf_fill(&s.b.x, CF_POISON_NAN)) {
@@ -613,7 +630,8 @@ void check_stopgrad_backward_inputs(cf_ctx_t *ctx)
     const char *what = "backward given equal copies of x and the parameters in other buffers "
                        "(the forward's own poisoned with NaN)";
     cf_stage(ctx, "%s", what);
-    int32_t rc = pl->api.backward(s.h, &copy.params, copy.x.p, copy.dout.p, B, &copy.grads, 0, NULL);
+    int32_t rc =
+        pl->api.backward(s.h, &copy.params, copy.x.p, copy.dout.p, B, &copy.grads, 0, NULL);
     if (cf_expect_status(ctx, rc, AUXTRUNK_OK, what) || cf_plugin_wait(ctx, pl, "backward"))
         return;
     if (cf_bufs_fetch(&copy, &s.o, 0, 1)) {
@@ -639,7 +657,8 @@ void check_stopgrad_outputs_written(cf_ctx_t *ctx)
         problem_t p;
         if (problem_make(ctx, pl, &p, sg_topo, B, 0))
             return;
-        auxtrunk_config_t cfg = cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
+        auxtrunk_config_t cfg =
+            cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
         auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
         if (!h)
             return;
@@ -662,9 +681,11 @@ void check_stopgrad_outputs_written(cf_ctx_t *ctx)
                                 first = k;
                         }
                     if (unwritten) {
-                        cf_fail(ctx, "%s(B=%d): %zu of %zu elements of %s not written (still the "
+                        cf_fail(ctx,
+                                "%s(B=%d): %zu of %zu elements of %s not written (still the "
                                 "poison 0x%08x or not finite), first at index %zu",
-                                sg_calls[c].name, B, unwritten, n, name, (unsigned)poisons[round], first);
+                                sg_calls[c].name, B, unwritten, n, name, (unsigned)poisons[round],
+                                first);
                         return;
                     }
                 }
@@ -685,7 +706,8 @@ void check_stopgrad_guard_zones(cf_ctx_t *ctx)
             problem_t p;
             if (problem_make(ctx, pl, &p, sg_topo, B, mis))
                 return;
-            auxtrunk_config_t cfg = cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
+            auxtrunk_config_t cfg =
+                cf_config(sg_topo.enc, sg_topo.h1, sg_topo.h2, sg_topo.aux, sg_topo.max_batch);
             auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
             if (!h)
                 return;
@@ -707,9 +729,11 @@ void check_stopgrad_guard_zones(cf_ctx_t *ctx)
                             cf_fail(ctx, "%s(B=%d) wrote %lld bytes before the start of %s",
                                     sg_calls[c].name, B, -where, name);
                         else
-                            cf_fail(ctx, "%s(B=%d) wrote past the end of %s (%zu floats): byte %lld "
-                                    "after it (element %lld)", sg_calls[c].name, B, name, buf->n,
-                                    past, (long long)buf->n + past / 4);
+                            cf_fail(ctx,
+                                    "%s(B=%d) wrote past the end of %s (%zu floats): byte %lld "
+                                    "after it (element %lld)",
+                                    sg_calls[c].name, B, name, buf->n, past,
+                                    (long long)buf->n + past / 4);
                         return;
                     }
                 }
@@ -748,7 +772,8 @@ void check_determinism_repeat(cf_ctx_t *ctx)
         char what[96];
         for (int rep = 2; rep <= 4; rep++) {
             snprintf(what, sizeof what, "backward #%d vs #1 (B=%d)", rep, B);
-            if (cf_bufs_poison(&p.b, CF_POISON_NAN) || cf_backward(ctx, pl, h, &p.b, B, 0, &again, NULL) ||
+            if (cf_bufs_poison(&p.b, CF_POISON_NAN) ||
+                cf_backward(ctx, pl, h, &p.b, B, 0, &again, NULL) ||
                 cf_expect_same_all(ctx, what, &p.in, &again, &first, 0, 1))
                 return;
         }
@@ -786,8 +811,9 @@ typedef struct exact_case {
 } exact_case_t;
 
 static const exact_case_t exact_fixed[] = {
-    {{3, 5, 7, 2, 769}, 1, 0},     {{3, 5, 7, 2, 769}, 257, 0},  {{3, 5, 7, 2, 769}, 769, 0},
-    {{17, 33, 9, 5, 523}, 523, 0}, {{1, 1, 1, 1, 64}, 64, 0},    {{256, 256, 256, 128, 37}, 37, 0},
+    {{3, 5, 7, 2, 769}, 1, 0},           {{3, 5, 7, 2, 769}, 257, 0},
+    {{3, 5, 7, 2, 769}, 769, 0},         {{17, 33, 9, 5, 523}, 523, 0},
+    {{1, 1, 1, 1, 64}, 64, 0},           {{256, 256, 256, 128, 37}, 37, 0},
     {{256, 256, 256, 128, 513}, 513, 1},
 };
 #define N_EXACT_FIXED (sizeof exact_fixed / sizeof exact_fixed[0])
@@ -872,7 +898,8 @@ void check_determinism_canonical(cf_ctx_t *ctx)
             return;
         }
         char what[128];
-        snprintf(what, sizeof what, "%dx%dx%dx%d B=%d vs the canonical order", t.enc, t.h1, t.h2, t.aux, B);
+        snprintf(what, sizeof what, "%dx%dx%dx%d B=%d vs the canonical order", t.enc, t.h1, t.h2,
+                 t.aux, B);
         if (cf_expect_same_all(ctx, what, &in, &got, &want, 1, 1))
             return;
         for (int i = 0; i < CF_NPARAM; i++)
@@ -883,9 +910,10 @@ void check_determinism_canonical(cf_ctx_t *ctx)
         if (cf_expect_same_all(ctx, what, &in, &acc, &want, 0, 1))
             return;
     }
-    cf_pass_detail(ctx, "%zu problems (batch trees of 1 to %d chunks and 33, production at B = 37 "
-                   "and 513) bit-identical to auxtrunk_canon.h's order (canon %d)", N_EXACT_CASES,
-                   EXACT_MAX_CHUNKS, AUXTRUNK_CANON_VERSION);
+    cf_pass_detail(ctx,
+                   "%zu problems (batch trees of 1 to %d chunks and 33, production at B = 37 "
+                   "and 513) bit-identical to auxtrunk_canon.h's order (canon %d)",
+                   N_EXACT_CASES, EXACT_MAX_CHUNKS, AUXTRUNK_CANON_VERSION);
 }
 
 void check_determinism_exact(cf_ctx_t *ctx)
@@ -909,7 +937,8 @@ void check_determinism_exact(cf_ctx_t *ctx)
         const cf_topo_t t = ec.t;
         const int B = ec.batch;
         if (cf_inputs_make(&in, &ctx->rng, t, B) || cf_outputs_make(&got, &in) ||
-            cf_outputs_make(&acc, &in) || cf_outputs_make(&want, &in) || cf_outputs_make(&wacc, &in)) {
+            cf_outputs_make(&acc, &in) || cf_outputs_make(&want, &in) ||
+            cf_outputs_make(&wacc, &in)) {
             cf_fail(ctx, "runner: out of host memory");
             return;
         }
@@ -918,7 +947,8 @@ void check_determinism_exact(cf_ctx_t *ctx)
             n_run--;
             continue;
         }
-        if (exact_run(ctx, pl, &in, g0, &got, &acc) || exact_run(ctx, &ctx->ref, &in, g0, &want, &wacc))
+        if (exact_run(ctx, pl, &in, g0, &got, &acc) ||
+            exact_run(ctx, &ctx->ref, &in, g0, &want, &wacc))
             return;
         char what[160];
         snprintf(what, sizeof what, "%dx%dx%dx%d B=%d vs reference %s", t.enc, t.h1, t.h2, t.aux, B,
@@ -930,8 +960,10 @@ void check_determinism_exact(cf_ctx_t *ctx)
         if (cf_expect_same_all(ctx, what, &in, &acc, &wacc, 0, 1))
             return;
     }
-    cf_pass_detail(ctx, "%d problems (batch trees of 1 to %d chunks and 33) bit-identical to %s "
-                   "(%s)", n_run, EXACT_MAX_CHUNKS, ctx->ref.api.impl_name, ctx->ref.api.kernel_version);
+    cf_pass_detail(ctx,
+                   "%d problems (batch trees of 1 to %d chunks and 33) bit-identical to %s "
+                   "(%s)",
+                   n_run, EXACT_MAX_CHUNKS, ctx->ref.api.impl_name, ctx->ref.api.kernel_version);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -947,7 +979,8 @@ void check_target_infer_between(cf_ctx_t *ctx)
     problem_t X;
     cf_ref_t rx;
     cf_outputs_t g1;
-    if (problem_make(ctx, pl, &X, t, BX, 0) || cf_ref_make(&rx, &X.in) || cf_outputs_make(&g1, &X.in))
+    if (problem_make(ctx, pl, &X, t, BX, 0) || cf_ref_make(&rx, &X.in) ||
+        cf_outputs_make(&g1, &X.in))
         return;
     auxtrunk_config_t cfg = cf_config(t.enc, t.h1, t.h2, t.aux, t.max_batch);
     auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
@@ -962,16 +995,19 @@ void check_target_infer_between(cf_ctx_t *ctx)
         problem_t Y;
         cf_ref_t ry;
         cf_outputs_t y_fwd;
-        if (problem_make(ctx, pl, &Y, t, BY, 0) || cf_ref_make(&ry, &Y.in) || cf_outputs_make(&y_fwd, &Y.in))
+        if (problem_make(ctx, pl, &Y, t, BY, 0) || cf_ref_make(&ry, &Y.in) ||
+            cf_outputs_make(&y_fwd, &Y.in))
             return;
         /* The training forward of Y gives the bits infer must reproduce. */
         if (cf_forward(ctx, pl, h, &Y.b, BY, &y_fwd, NULL))
             return;
-        if (cf_forward(ctx, pl, h, &X.b, BX, NULL, NULL) || cf_backward(ctx, pl, h, &X.b, BX, 0, &g1, NULL) ||
+        if (cf_forward(ctx, pl, h, &X.b, BX, NULL, NULL) ||
+            cf_backward(ctx, pl, h, &X.b, BX, 0, &g1, NULL) ||
             cf_expect_close_all(ctx, "backward", &X.in, &g1, &rx, 0, 1, CF_TOL, &worst))
             return;
         char what[160];
-        snprintf(what, sizeof what, "infer (B=%d, other parameters) between forward and backward", BY);
+        snprintf(what, sizeof what, "infer (B=%d, other parameters) between forward and backward",
+                 BY);
         if (cf_infer(ctx, pl, h, &Y.b, BY, &Y.o, NULL) ||
             cf_expect_close_all(ctx, what, &Y.in, &Y.o, &ry, 1, 0, CF_TOL, &worst))
             return;
@@ -983,8 +1019,10 @@ void check_target_infer_between(cf_ctx_t *ctx)
         cf_stage(ctx, "backward after an infer (B=%d)", BY);
         int32_t rc = a->backward(h, &X.b.params, X.b.x.p, X.b.dout.p, BX, &X.b.grads, 0, NULL);
         if (rc != AUXTRUNK_OK) {
-            cf_fail(ctx, "backward(B=%d) after an infer(B=%d) with other parameters returned %s: "
-                    "infer must leave the training forward's record intact", BX, BY, cf_status_name(rc));
+            cf_fail(ctx,
+                    "backward(B=%d) after an infer(B=%d) with other parameters returned %s: "
+                    "infer must leave the training forward's record intact",
+                    BX, BY, cf_status_name(rc));
             return;
         }
         if (cf_plugin_wait(ctx, pl, "backward after infer") || cf_bufs_fetch(&X.b, &X.o, 0, 1))

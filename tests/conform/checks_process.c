@@ -36,9 +36,9 @@ static int claims(const cf_plugin_t *pl, uint64_t cap) { return (pl->api.caps & 
 /* The control state of the floating-point environment (not the sticky
  * exception flags, which any arithmetic may raise). */
 typedef struct fp_state {
-    unsigned mxcsr;      /* x86-64: MXCSR without its flag bits */
-    unsigned short x87;  /* x86-64: x87 control word */
-    int round;           /* fegetround() */
+    unsigned mxcsr;     /* x86-64: MXCSR without its flag bits */
+    unsigned short x87; /* x86-64: x87 control word */
+    int round;          /* fegetround() */
 } fp_state_t;
 
 #if defined(__x86_64__)
@@ -80,7 +80,8 @@ static int fp_same(cf_ctx_t *ctx, const fp_state_t *a, const fp_state_t *b, cons
     if (a->mxcsr == b->mxcsr && a->x87 == b->x87 && a->round == b->round)
         return 0;
     fp_reset();
-    return cf_fail(ctx, "%s returned with the caller's floating-point environment changed: MXCSR "
+    return cf_fail(ctx,
+                   "%s returned with the caller's floating-point environment changed: MXCSR "
                    "control 0x%04x -> 0x%04x, x87 control 0x%04x -> 0x%04x, rounding %d -> %d",
                    what, a->mxcsr, b->mxcsr, a->x87, b->x87, a->round, b->round);
 }
@@ -131,11 +132,12 @@ void check_process_fp_environment(cf_ctx_t *ctx)
             auxtrunk_handle_t *h2 = NULL;
             fp_enter(odd);
             fp_state_t before = fp_read();
-            int32_t rc = c == 0 ? a->init(&cfg, &h2)
-                       : c == 1 ? a->forward(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL)
-                       : c == 2 ? a->infer(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL)
-                       : c == 3 ? a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B, &s.b.grads, 0, NULL)
-                                : AUXTRUNK_OK;
+            int32_t rc = c == 0   ? a->init(&cfg, &h2)
+                         : c == 1 ? a->forward(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL)
+                         : c == 2 ? a->infer(s.h, &s.b.params, s.b.x.p, B, s.b.out.p, 0, NULL)
+                         : c == 3 ? a->backward(s.h, &s.b.params, s.b.x.p, s.b.dout.p, B,
+                                                &s.b.grads, 0, NULL)
+                                  : AUXTRUNK_OK;
             if (c == 4) {
                 /* destroy of a handle made for it */
                 fp_reset();
@@ -159,15 +161,18 @@ void check_process_fp_environment(cf_ctx_t *ctx)
                 return;
             }
             snprintf(what, sizeof what, "%s on denormal data under %s", names[c], env_name[odd]);
-            if (exact ? cf_expect_same_all(ctx, what, &s.in, &s.o, &want, c < 3, c == 3)
-                      : cf_expect_close_all(ctx, what, &s.in, &s.o, &r, c < 3, c == 3, CF_TOL, NULL))
+            if (exact
+                    ? cf_expect_same_all(ctx, what, &s.in, &s.o, &want, c < 3, c == 3)
+                    : cf_expect_close_all(ctx, what, &s.in, &s.o, &r, c < 3, c == 3, CF_TOL, NULL))
                 return;
         }
     }
     a->destroy(s.h);
-    cf_pass_detail(ctx, "init, forward, infer, backward, destroy leave the caller's MXCSR, x87 "
+    cf_pass_detail(ctx,
+                   "init, forward, infer, backward, destroy leave the caller's MXCSR, x87 "
                    "control and rounding mode as they were; denormal data %s under a caller's "
-                   "round-toward-zero, FTZ and DAZ", exact ? "bit-exact (canon32)" : "accurate");
+                   "round-toward-zero, FTZ and DAZ",
+                   exact ? "bit-exact (canon32)" : "accurate");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -191,8 +196,10 @@ static int sig_same(cf_ctx_t *ctx, const sig_state_t *a, const sig_state_t *b, c
     for (int i = 1; i < NSIG; i++) {
         const struct sigaction *x = &a->sa[i], *y = &b->sa[i];
         if (x->sa_handler != y->sa_handler || x->sa_flags != y->sa_flags)
-            return cf_fail(ctx, "%s changed the process-wide disposition of signal %d (%s): a "
-                           "plugin installs no signal handler", what, i, strsignal(i));
+            return cf_fail(ctx,
+                           "%s changed the process-wide disposition of signal %d (%s): a "
+                           "plugin installs no signal handler",
+                           what, i, strsignal(i));
     }
     for (int i = 1; i < NSIG; i++)
         if (sigismember(&a->mask, i) != sigismember(&b->mask, i))
@@ -231,7 +238,8 @@ void check_process_signals(cf_ctx_t *ctx)
     sig_read(&s1);
     if (sig_same(ctx, &s0, &s1, "init"))
         return;
-    if (cf_forward(ctx, &pl, s.h, &s.b, B, NULL, NULL) || cf_backward(ctx, &pl, s.h, &s.b, B, 0, NULL, NULL))
+    if (cf_forward(ctx, &pl, s.h, &s.b, B, NULL, NULL) ||
+        cf_backward(ctx, &pl, s.h, &s.b, B, 0, NULL, NULL))
         return;
     sig_read(&s1);
     if (sig_same(ctx, &s0, &s1, "forward or backward"))
@@ -242,7 +250,7 @@ void check_process_signals(cf_ctx_t *ctx)
     if (sig_same(ctx, &s0, &s1, "destroy"))
         return;
     cf_pass_detail(ctx, "dlopen, init, forward, backward, destroy: every signal disposition and "
-                   "the signal mask as they were");
+                        "the signal mask as they were");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -288,7 +296,8 @@ void check_process_threads(cf_ctx_t *ctx)
     const int B = 9;
     const cf_topo_t t = {7, 6, 5, 4, 16};
     if (cf_setup_make(ctx, &pl, &s, t, B) || cf_setup_make(ctx, &pl, &s2, t, B) ||
-        cf_forward(ctx, &pl, s.h, &s.b, B, NULL, NULL) || cf_backward(ctx, &pl, s.h, &s.b, B, 0, NULL, NULL) ||
+        cf_forward(ctx, &pl, s.h, &s.b, B, NULL, NULL) ||
+        cf_backward(ctx, &pl, s.h, &s.b, B, 0, NULL, NULL) ||
         cf_forward(ctx, &pl, s2.h, &s2.b, B, NULL, NULL) || cf_plugin_wait(ctx, &pl, "the calls"))
         return;
     const int live = thread_count();
@@ -298,9 +307,11 @@ void check_process_threads(cf_ctx_t *ctx)
         return;
     int n = threads_back_to(base);
     if (n != base) {
-        cf_fail(ctx, "%d thread(s) still running after the last destroy (%d before the plugin was "
+        cf_fail(ctx,
+                "%d thread(s) still running after the last destroy (%d before the plugin was "
                 "loaded, %d with two live handles): every thread a plugin starts is joined by "
-                "then", n - base, base, live);
+                "then",
+                n - base, base, live);
         return;
     }
     cf_stage(ctx, "dlclose");
@@ -310,12 +321,16 @@ void check_process_threads(cf_ctx_t *ctx)
     }
     n = threads_back_to(base);
     if (n != base) {
-        cf_fail(ctx, "%d thread(s) running after the last destroy and dlclose (%d before the "
-                "plugin was loaded)", n - base, base);
+        cf_fail(ctx,
+                "%d thread(s) running after the last destroy and dlclose (%d before the "
+                "plugin was loaded)",
+                n - base, base);
         return;
     }
-    cf_pass_detail(ctx, "%d thread(s) before loading, %d with two live handles, %d after the last "
-                   "destroy and dlclose", base, live, n);
+    cf_pass_detail(ctx,
+                   "%d thread(s) before loading, %d with two live handles, %d after the last "
+                   "destroy and dlclose",
+                   base, live, n);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -331,7 +346,7 @@ void check_process_mmap(cf_ctx_t *ctx)
     }
     if (pl->space == CF_SPACE_CUDA) {
         cf_skip(ctx, "CUDA plugins: the CUDA runtime maps host memory itself (pinned staging, "
-                "unified addressing)");
+                     "unified addressing)");
         return;
     }
     const cf_topo_t t = {64, 48, 40, 16, 600};
@@ -345,29 +360,30 @@ void check_process_mmap(cf_ctx_t *ctx)
     auxtrunk_config_t cfg = cf_config(t.enc, t.h1, t.h2, t.aux, t.max_batch);
     auxtrunk_handle_t *h = NULL;
     auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
-    static const char *const names[6] = {"init", "forward", "infer", "backward", "memory_usage",
-                                         "destroy"};
+    static const char *const names[6] = {"init",     "forward",      "infer",
+                                         "backward", "memory_usage", "destroy"};
     for (int c = 0; c < 6; c++) {
         cf_stage(ctx, "%s, counting memory mappings", names[c]);
         cf_map_count_begin();
-        int32_t rc = c == 0 ? a->init(&cfg, &h)
-                   : c == 1 ? a->forward(h, &b.params, b.x.p, B, b.out.p, 0, NULL)
-                   : c == 2 ? a->infer(h, &b.params, b.x.p, B, b.out.p, 0, NULL)
-                   : c == 3 ? a->backward(h, &b.params, b.x.p, b.dout.p, B, &b.grads, 0, NULL)
-                   : c == 4 ? a->memory_usage(h, &mem)
-                            : a->destroy(h);
+        int32_t rc = c == 0   ? a->init(&cfg, &h)
+                     : c == 1 ? a->forward(h, &b.params, b.x.p, B, b.out.p, 0, NULL)
+                     : c == 2 ? a->infer(h, &b.params, b.x.p, B, b.out.p, 0, NULL)
+                     : c == 3 ? a->backward(h, &b.params, b.x.p, b.dout.p, B, &b.grads, 0, NULL)
+                     : c == 4 ? a->memory_usage(h, &mem)
+                              : a->destroy(h);
         long maps = cf_map_count_end();
         if (cf_expect_status(ctx, rc, AUXTRUNK_OK, names[c]))
             return;
         if (maps > 0) {
-            cf_fail(ctx, "%s called mmap/munmap/mremap itself (%ld time%s): host memory comes from "
-                    "the malloc family, which the host's accounting sees", names[c], maps,
-                    maps == 1 ? "" : "s");
+            cf_fail(ctx,
+                    "%s called mmap/munmap/mremap itself (%ld time%s): host memory comes from "
+                    "the malloc family, which the host's accounting sees",
+                    names[c], maps, maps == 1 ? "" : "s");
             return;
         }
     }
     cf_pass_detail(ctx, "init (max_batch 600), forward, infer, backward, memory_usage, destroy: "
-                   "no mapping of the plugin's own");
+                        "no mapping of the plugin's own");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -418,21 +434,21 @@ static void *stack_thread(void *arg)
     auxtrunk_config_t cfg = cf_config(j->t.enc, j->t.h1, j->t.h2, j->t.aux, j->t.max_batch);
     auxtrunk_handle_t *h = NULL;
     auxtrunk_memory_t mem = {sizeof mem, 0, 0, 0};
-    static const char *const names[7] = {"init", "forward", "infer", "backward",
-                                         "backward(ACCUMULATE)", "memory_usage", "destroy"};
+    static const char *const names[7] = {
+        "init", "forward", "infer", "backward", "backward(ACCUMULATE)", "memory_usage", "destroy"};
     for (int c = 0; c < 7; c++) {
         stack_paint(j->lo);
         cf_stage(j->ctx, "%s(B=%d) on a thread with a %u KiB stack (budget %u KiB)", names[c], B,
                  (unsigned)(AUXTRUNK_MAX_STACK_BYTES + STACK_MARGIN) >> 10,
                  (unsigned)AUXTRUNK_MAX_STACK_BYTES >> 10);
-        int32_t rc = c == 0 ? a->init(&cfg, &h)
-                   : c == 1 ? a->forward(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
-                   : c == 2 ? a->infer(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
-                   : c == 3 ? a->backward(h, &b->params, b->x.p, b->dout.p, B, &b->grads, 0, NULL)
-                   : c == 4 ? a->backward(h, &b->params, b->x.p, b->dout.p, B, &b->grads,
-                                          AUXTRUNK_BACKWARD_ACCUMULATE, NULL)
-                   : c == 5 ? a->memory_usage(h, &mem)
-                            : a->destroy(h);
+        int32_t rc = c == 0   ? a->init(&cfg, &h)
+                     : c == 1 ? a->forward(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
+                     : c == 2 ? a->infer(h, &b->params, b->x.p, B, b->out.p, 0, NULL)
+                     : c == 3 ? a->backward(h, &b->params, b->x.p, b->dout.p, B, &b->grads, 0, NULL)
+                     : c == 4 ? a->backward(h, &b->params, b->x.p, b->dout.p, B, &b->grads,
+                                            AUXTRUNK_BACKWARD_ACCUMULATE, NULL)
+                     : c == 5 ? a->memory_usage(h, &mem)
+                              : a->destroy(h);
         size_t used = stack_deepest(j->lo, base);
         if (used > j->worst) {
             j->worst = used;
@@ -490,13 +506,16 @@ void check_process_stack(cf_ctx_t *ctx)
     if (cf_done(ctx))
         return;
     if (job.worst > (size_t)AUXTRUNK_MAX_STACK_BYTES) {
-        cf_fail(ctx, "%s(B=%d, production widths) used %zu KiB of its thread's stack, above "
-                "AUXTRUNK_MAX_STACK_BYTES (%u KiB)", job.worst_call, B, job.worst >> 10,
-                (unsigned)AUXTRUNK_MAX_STACK_BYTES >> 10);
+        cf_fail(ctx,
+                "%s(B=%d, production widths) used %zu KiB of its thread's stack, above "
+                "AUXTRUNK_MAX_STACK_BYTES (%u KiB)",
+                job.worst_call, B, job.worst >> 10, (unsigned)AUXTRUNK_MAX_STACK_BYTES >> 10);
         return;
     }
     munmap(map, STACK_RESERVE + size);
-    cf_pass_detail(ctx, "every entry at production widths, B=%d, on a %zu KiB stack: at most %zu "
-                   "bytes used (%s; budget %u KiB)", B, size >> 10, job.worst, job.worst_call,
+    cf_pass_detail(ctx,
+                   "every entry at production widths, B=%d, on a %zu KiB stack: at most %zu "
+                   "bytes used (%s; budget %u KiB)",
+                   B, size >> 10, job.worst, job.worst_call,
                    (unsigned)AUXTRUNK_MAX_STACK_BYTES >> 10);
 }

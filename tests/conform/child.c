@@ -161,7 +161,10 @@ void cf_child_run(const cf_check_t *c, const cf_options_t *opt, int fd)
     c->run(&ctx);
 out:;
     char text[1200];
-    snprintf(text, sizeof text, "%c %s", ctx.verdict == CF_PASS ? 'P' : ctx.verdict == CF_SKIP ? 'S' : 'F',
+    snprintf(text, sizeof text, "%c %s",
+             ctx.verdict == CF_PASS   ? 'P'
+             : ctx.verdict == CF_SKIP ? 'S'
+                                      : 'F',
              ctx.reason);
     pthread_mutex_lock(&cf_msg_mu);
     send_line(&ctx, "R", text);
@@ -186,12 +189,10 @@ const char *cf_caps_text(uint64_t caps, char *buf, size_t n)
     static const struct {
         uint64_t bit;
         const char *name;
-    } names[] = {{AUXTRUNK_CAP_MEM_HOST, "MEM_HOST"},
-                 {AUXTRUNK_CAP_MEM_CUDA, "MEM_CUDA"},
-                 {AUXTRUNK_CAP_DETERMINISTIC, "DETERMINISTIC"},
-                 {AUXTRUNK_CAP_EXACT, "EXACT"},
-                 {AUXTRUNK_CAP_GRAPH_CAPTURE, "GRAPH_CAPTURE"},
-                 {AUXTRUNK_CAP_FAST_MODE, "FAST_MODE"}};
+    } names[] = {
+        {AUXTRUNK_CAP_MEM_HOST, "MEM_HOST"},           {AUXTRUNK_CAP_MEM_CUDA, "MEM_CUDA"},
+        {AUXTRUNK_CAP_DETERMINISTIC, "DETERMINISTIC"}, {AUXTRUNK_CAP_EXACT, "EXACT"},
+        {AUXTRUNK_CAP_GRAPH_CAPTURE, "GRAPH_CAPTURE"}, {AUXTRUNK_CAP_FAST_MODE, "FAST_MODE"}};
     size_t len = 0;
     buf[0] = '\0';
     uint64_t rest = caps;

@@ -39,16 +39,16 @@ typedef struct cf_options {
     const char *plugin;    /* path of the libauxtrunk.so under test */
     const char *reference; /* --reference: an exact plugin to bit-compare with */
     uint64_t seed;
-    double timeout_s;      /* per check */
+    double timeout_s; /* per check */
 } cf_options_t;
 
 enum { CF_PASS = 0, CF_FAIL = 1, CF_SKIP = 2 };
 
 /* What the child prepares before a check runs. */
-#define CF_RAW 0u        /* nothing: the check loads the plugin itself */
-#define CF_LOADED 1u     /* plugin loaded and negotiated at 1.0 (ctx->pl) */
-#define CF_MEMORY 3u     /* loaded, and its memory space usable (CUDA set up) */
-#define CF_CUDA_ONLY 7u  /* CF_MEMORY, and skipped for host-memory plugins */
+#define CF_RAW 0u       /* nothing: the check loads the plugin itself */
+#define CF_LOADED 1u    /* plugin loaded and negotiated at 1.0 (ctx->pl) */
+#define CF_MEMORY 3u    /* loaded, and its memory space usable (CUDA set up) */
+#define CF_CUDA_ONLY 7u /* CF_MEMORY, and skipped for host-memory plugins */
 /* With CF_LOADED: the one check that fails when the plugin cannot be loaded
  * and negotiated; every other check that needs the plugin is then skipped. */
 #define CF_LOAD_VERDICT 8u
@@ -56,8 +56,8 @@ enum { CF_PASS = 0, CF_FAIL = 1, CF_SKIP = 2 };
 typedef struct cf_ctx cf_ctx_t;
 
 typedef struct cf_check {
-    const char *name;    /* group.name */
-    unsigned needs;      /* CF_RAW / CF_LOADED / CF_MEMORY / CF_CUDA_ONLY */
+    const char *name; /* group.name */
+    unsigned needs;   /* CF_RAW / CF_LOADED / CF_MEMORY / CF_CUDA_ONLY */
     void (*run)(cf_ctx_t *ctx);
     const char *summary; /* one line, for --list and docs */
 } cf_check_t;
@@ -174,13 +174,13 @@ int cf_buf_guards(const cf_buf_t *b, long long *where);
 /* Host inputs in read-only pages against PROT_NONE pages (pages.c)          */
 
 typedef struct cf_pages {
-    const char *name;      /* "x", "W1", "the config": for fault reasons */
-    size_t unit;           /* 4 for floats, 1 for structs */
-    unsigned char *map;    /* whole mapping: PROT_NONE, data pages, PROT_NONE */
+    const char *name;   /* "x", "W1", "the config": for fault reasons */
+    size_t unit;        /* 4 for floats, 1 for structs */
+    unsigned char *map; /* whole mapping: PROT_NONE, data pages, PROT_NONE */
     size_t map_len;
-    unsigned char *data;   /* the data pages */
+    unsigned char *data; /* the data pages */
     size_t data_len;
-    unsigned char *p;      /* the payload, flush against the end or start of data */
+    unsigned char *p; /* the payload, flush against the end or start of data */
     size_t bytes;
 } cf_pages_t;
 
@@ -223,8 +223,8 @@ int cf_inputs_make(cf_inputs_t *in, tst_rng_t *rng, cf_topo_t t, int batch);
 
 /* Host copies of what a plugin produced. */
 typedef struct cf_outputs {
-    float *out;           /* [B, AUX] */
-    float *g[CF_NPARAM];  /* gradients, layouts of the parameters */
+    float *out;          /* [B, AUX] */
+    float *g[CF_NPARAM]; /* gradients, layouts of the parameters */
 } cf_outputs_t;
 int cf_outputs_make(cf_outputs_t *o, const cf_inputs_t *in);
 
@@ -251,12 +251,12 @@ int cf_bufs_fetch(const cf_bufs_t *b, cf_outputs_t *o, int want_out, int want_gr
 
 /* Calls that fail the check on a status other than OK; each waits for the
  * work and fetches the result into o. Return 0 or -1. */
-int cf_forward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b,
-               int batch, cf_outputs_t *o, void *stream);
-int cf_infer(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b,
-             int batch, cf_outputs_t *o, void *stream);
-int cf_backward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b,
-                int batch, uint32_t flags, cf_outputs_t *o, void *stream);
+int cf_forward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b, int batch,
+               cf_outputs_t *o, void *stream);
+int cf_infer(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b, int batch,
+             cf_outputs_t *o, void *stream);
+int cf_backward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b, int batch,
+                uint32_t flags, cf_outputs_t *o, void *stream);
 
 /* A ready problem: inputs, plugin buffers, host outputs and a handle. */
 typedef struct cf_setup {
@@ -292,15 +292,14 @@ int cf_watch_end(cf_ctx_t *ctx, cf_watch_t *w, const char *what);
 /* max |got - ref| / max |ref| <= tol (ref64_max_rel_err's measure). The
  * _all form measures each gradient against at least a tenth of the largest
  * gradient tensor's scale (see trunk.c). */
-int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref,
-                    size_t n, double tol, double *worst);
+int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref, size_t n,
+                    double tol, double *worst);
 /* Bitwise equality. */
-int cf_expect_same(cf_ctx_t *ctx, const char *what, const float *got, const float *want,
-                   size_t n);
+int cf_expect_same(cf_ctx_t *ctx, const char *what, const float *got, const float *want, size_t n);
 /* All outputs (out and/or the six gradients) against the reference / bitwise. */
 int cf_expect_close_all(cf_ctx_t *ctx, const char *what, const cf_inputs_t *in,
-                        const cf_outputs_t *o, const cf_ref_t *r, int out, int grads,
-                        double tol, double *worst);
+                        const cf_outputs_t *o, const cf_ref_t *r, int out, int grads, double tol,
+                        double *worst);
 int cf_expect_same_all(cf_ctx_t *ctx, const char *what, const cf_inputs_t *in,
                        const cf_outputs_t *got, const cf_outputs_t *want, int out, int grads);
 

@@ -21,19 +21,64 @@ int cfd_malloc(void **p, size_t bytes)
     return -1;
 }
 void cfd_free(void *p) { (void)p; }
-int cfd_put(void *d, const void *s, size_t n) { (void)d, (void)s, (void)n; return -1; }
-int cfd_get(void *d, const void *s, size_t n) { (void)d, (void)s, (void)n; return -1; }
+int cfd_put(void *d, const void *s, size_t n)
+{
+    (void)d, (void)s, (void)n;
+    return -1;
+}
+int cfd_get(void *d, const void *s, size_t n)
+{
+    (void)d, (void)s, (void)n;
+    return -1;
+}
 int cfd_sync(void) { return -1; }
 int cfd_take_error(void) { return 0; }
-int cfd_mem_used(long long *bytes) { *bytes = -1; return -1; }
-int cfd_stream_create(void **s) { *s = NULL; return -1; }
+int cfd_mem_used(long long *bytes)
+{
+    *bytes = -1;
+    return -1;
+}
+int cfd_stream_create(void **s)
+{
+    *s = NULL;
+    return -1;
+}
 void cfd_stream_destroy(void *s) { (void)s; }
-int cfd_stream_sync(void *s) { (void)s; return -1; }
-int cfd_stream_done(void *s) { (void)s; return -1; }
-int cfd_gate_block_legacy(cfd_gate_t **g) { *g = NULL; return -1; }
+int cfd_stream_sync(void *s)
+{
+    (void)s;
+    return -1;
+}
+int cfd_stream_done(void *s)
+{
+    (void)s;
+    return -1;
+}
+int cfd_gate_block_legacy(cfd_gate_t **g)
+{
+    *g = NULL;
+    return -1;
+}
 void cfd_gate_open(cfd_gate_t *g) { (void)g; }
-int cfd_capture_begin(void *s) { (void)s; return -1; }
-int cfd_capture_end(void *s, void **e) { (void)s; *e = NULL; return -1; }
-int cfd_graph_launch(void *e, void *s) { (void)e, (void)s; return -1; }
+int cfd_capture_begin(void *s)
+{
+    (void)s;
+    return -1;
+}
+int cfd_capture_end(void *s, void **e)
+{
+    (void)s;
+    *e = NULL;
+    return -1;
+}
+int cfd_graph_launch(void *e, void *s)
+{
+    (void)e, (void)s;
+    return -1;
+}
 void cfd_graph_destroy(void *e) { (void)e; }
-int cfd_is_device_pointer(const void *p) { (void)p; return -1; }
+int cfd_is_device_pointer(const void *p)
+{
+    (void)p;
+    return -1;
+}

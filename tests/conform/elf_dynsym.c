@@ -104,8 +104,8 @@ static int read_exports(const elf_view_t *v, cf_elf_sym_t **out, size_t *count, 
     for (int i = 0; i < shnum; i++)
         if (sh[i].sh_type == SHT_DYNSYM)
             dynsym = &sh[i];
-    if (!dynsym || dynsym->sh_entsize != sizeof(Elf64_Sym) || dynsym->sh_link >= (Elf64_Word)shnum ||
-        !in_file(v, dynsym->sh_offset, dynsym->sh_size)) {
+    if (!dynsym || dynsym->sh_entsize != sizeof(Elf64_Sym) ||
+        dynsym->sh_link >= (Elf64_Word)shnum || !in_file(v, dynsym->sh_offset, dynsym->sh_size)) {
         free(sh);
         return elf_fail(why, why_len, "no readable .dynsym section");
     }
@@ -147,8 +147,7 @@ static int read_exports(const elf_view_t *v, cf_elf_sym_t **out, size_t *count, 
     return 0;
 }
 
-int cf_elf_exports(const char *path, cf_elf_sym_t **out, size_t *count, char *why,
-                   size_t why_len)
+int cf_elf_exports(const char *path, cf_elf_sym_t **out, size_t *count, char *why, size_t why_len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -173,12 +172,18 @@ int cf_elf_exports(const char *path, cf_elf_sym_t **out, size_t *count, char *wh
 const char *cf_elf_type_name(unsigned type)
 {
     switch (type) {
-    case STT_FUNC: return "function";
-    case STT_OBJECT: return "object";
-    case STT_TLS: return "tls";
-    case STT_GNU_IFUNC: return "ifunc";
-    case STT_NOTYPE: return "notype";
-    default: return "other";
+    case STT_FUNC:
+        return "function";
+    case STT_OBJECT:
+        return "object";
+    case STT_TLS:
+        return "tls";
+    case STT_GNU_IFUNC:
+        return "ifunc";
+    case STT_NOTYPE:
+        return "notype";
+    default:
+        return "other";
     }
 }
 

@@ -13,8 +13,7 @@ typedef struct cf_elf_sym {
 
 /* Fills *out (malloc'd, caller frees) with *count exported symbols. Returns
  * 0, or -1 with a reason in why. */
-int cf_elf_exports(const char *path, cf_elf_sym_t **out, size_t *count, char *why,
-                   size_t why_len);
+int cf_elf_exports(const char *path, cf_elf_sym_t **out, size_t *count, char *why, size_t why_len);
 const char *cf_elf_type_name(unsigned type);
 int cf_elf_is_function(unsigned type);
 

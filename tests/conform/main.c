@@ -38,7 +38,7 @@ typedef struct cf_result {
     const cf_check_t *check;
     int verdict;
     char reason[1200];
-    char *notes;    /* "\n"-separated, malloc'd, may be NULL */
+    char *notes; /* "\n"-separated, malloc'd, may be NULL */
     double seconds;
 } cf_result_t;
 
@@ -108,8 +108,8 @@ static void run_check(const cf_check_t *c, const cf_options_t *opt, cf_result_t 
     r->check = c;
     r->verdict = CF_FAIL;
     check_job_t job = {c, opt};
-    ath_child_spec_t spec = {.body = check_body, .arg = &job, .timeout_s = opt->timeout_s,
-                             .max_output = 1u << 20};
+    ath_child_spec_t spec = {
+        .body = check_body, .arg = &job, .timeout_s = opt->timeout_s, .max_output = 1u << 20};
     ath_child_t ch;
     ath_err_t err;
     if (ath_child_run(&spec, &ch, &err) != 0) {
@@ -135,9 +135,9 @@ static void run_check(const cf_check_t *c, const cf_options_t *opt, cf_result_t 
         char prev[600];
         snprintf(prev, sizeof prev, "%.500s", have_verdict ? r->reason : "");
         r->verdict = CF_FAIL;
-        snprintf(r->reason, sizeof r->reason, "killed by signal %d (%s)%s%s%.500s", sig, strsignal(sig),
-                 have_verdict ? " after its verdict" : during, prev[0] ? "; verdict was: " : "",
-                 prev);
+        snprintf(r->reason, sizeof r->reason, "killed by signal %d (%s)%s%s%.500s", sig,
+                 strsignal(sig), have_verdict ? " after its verdict" : during,
+                 prev[0] ? "; verdict was: " : "", prev);
     } else if (!have_verdict) {
         r->verdict = CF_FAIL;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -151,7 +151,10 @@ static void run_check(const cf_check_t *c, const cf_options_t *opt, cf_result_t 
 /* ------------------------------------------------------------------------- */
 /* Reports                                                                   */
 
-static const char *verdict_word(int v) { return v == CF_PASS ? "PASS" : v == CF_SKIP ? "SKIP" : "FAIL"; }
+static const char *verdict_word(int v)
+{
+    return v == CF_PASS ? "PASS" : v == CF_SKIP ? "SKIP" : "FAIL";
+}
 
 static void print_result(const cf_result_t *r, int verbose)
 {
@@ -218,7 +221,9 @@ static void write_json(FILE *f, const cf_options_t *opt, const cf_probe_t *pr,
         fputs("    {\"name\": ", f);
         json_string(f, res[i].check->name);
         fprintf(f, ", \"result\": \"%s\", \"reason\": ",
-                res[i].verdict == CF_PASS ? "pass" : res[i].verdict == CF_SKIP ? "skip" : "fail");
+                res[i].verdict == CF_PASS   ? "pass"
+                : res[i].verdict == CF_SKIP ? "skip"
+                                            : "fail");
         json_string(f, res[i].reason);
         fputs(", \"notes\": ", f);
         json_string(f, res[i].notes);
@@ -284,7 +289,8 @@ static void probe_body(void *arg, int fd)
 static void probe_plugin(const cf_options_t *opt, cf_probe_t *pr)
 {
     memset(pr, 0, sizeof *pr);
-    ath_child_spec_t spec = {.body = probe_body, .arg = (void *)opt,
+    ath_child_spec_t spec = {.body = probe_body,
+                             .arg = (void *)opt,
                              .timeout_s = opt->timeout_s < 10 ? opt->timeout_s : 10,
                              .max_output = 1100};
     ath_child_t ch;
@@ -313,27 +319,26 @@ static void probe_plugin(const cf_options_t *opt, cf_probe_t *pr)
 
 static void usage(FILE *f)
 {
-    fputs(
-        "usage: auxtrunk-conform [options] path/to/libauxtrunk.so\n"
-        "\n"
-        "Checks that a plugin honours the auxtrunk ABI (abi/auxtrunk.h). Every check\n"
-        "runs in its own process with a timeout; one line per check: PASS, FAIL: reason\n"
-        "or SKIP: reason. Exit status 0 if no check failed, 1 if one did, 2 on usage\n"
-        "errors.\n"
-        "\n"
-        "options:\n"
-        "  --list               list the checks and exit\n"
-        "  --only PATTERN       run only matching checks: a name, a group (\"numerics\")\n"
-        "                       or a glob (\"*.guard_zones\"); repeatable, or a comma list\n"
-        "  --seed N             seed of the random inputs, 0 to 2^64-1 (default:\n"
-        "                       $AUXTRUNK_SEED, else from the clock); always printed\n"
-        "  --timeout SEC        per-check time limit (default 60)\n"
-        "  --reference PATH     an exact plugin (the CPU one) for determinism.exact\n"
-        "  --report FILE        also write a machine-readable report to FILE\n"
-        "  --format tap|json    report format (default: json, tap for *.tap)\n"
-        "  --verbose            print notes of passing checks too\n"
-        "  --help               this text\n",
-        f);
+    fputs("usage: auxtrunk-conform [options] path/to/libauxtrunk.so\n"
+          "\n"
+          "Checks that a plugin honours the auxtrunk ABI (abi/auxtrunk.h). Every check\n"
+          "runs in its own process with a timeout; one line per check: PASS, FAIL: reason\n"
+          "or SKIP: reason. Exit status 0 if no check failed, 1 if one did, 2 on usage\n"
+          "errors.\n"
+          "\n"
+          "options:\n"
+          "  --list               list the checks and exit\n"
+          "  --only PATTERN       run only matching checks: a name, a group (\"numerics\")\n"
+          "                       or a glob (\"*.guard_zones\"); repeatable, or a comma list\n"
+          "  --seed N             seed of the random inputs, 0 to 2^64-1 (default:\n"
+          "                       $AUXTRUNK_SEED, else from the clock); always printed\n"
+          "  --timeout SEC        per-check time limit (default 60)\n"
+          "  --reference PATH     an exact plugin (the CPU one) for determinism.exact\n"
+          "  --report FILE        also write a machine-readable report to FILE\n"
+          "  --format tap|json    report format (default: json, tap for *.tap)\n"
+          "  --verbose            print notes of passing checks too\n"
+          "  --help               this text\n",
+          f);
 }
 
 /* A seed: decimal or 0x hex digits only (strtoull would take "-1" as
@@ -374,16 +379,18 @@ int main(int argc, char **argv)
     int n_only = 0, list = 0, verbose = 0, have_seed = 0;
     enum { O_LIST = 1, O_ONLY, O_SEED, O_TIMEOUT, O_REF, O_REPORT, O_FORMAT, O_VERBOSE, O_HELP };
     static const struct option longopts[] = {
-        {"list", no_argument, 0, O_LIST},          {"only", required_argument, 0, O_ONLY},
-        {"seed", required_argument, 0, O_SEED},    {"timeout", required_argument, 0, O_TIMEOUT},
+        {"list", no_argument, 0, O_LIST},           {"only", required_argument, 0, O_ONLY},
+        {"seed", required_argument, 0, O_SEED},     {"timeout", required_argument, 0, O_TIMEOUT},
         {"reference", required_argument, 0, O_REF}, {"report", required_argument, 0, O_REPORT},
         {"format", required_argument, 0, O_FORMAT}, {"verbose", no_argument, 0, O_VERBOSE},
-        {"help", no_argument, 0, O_HELP},          {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},           {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         char *end = NULL;
         switch (o) {
-        case O_LIST: list = 1; break;
+        case O_LIST:
+            list = 1;
+            break;
         case O_ONLY: {
             char *save = NULL;
             for (char *t = strtok_r(optarg, ",", &save); t; t = strtok_r(NULL, ",", &save))
@@ -406,13 +413,25 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case O_REF: opt.reference = optarg; break;
-        case O_REPORT: report = optarg; break;
-        case O_FORMAT: format = optarg; break;
-        case O_VERBOSE: verbose = 1; break;
+        case O_REF:
+            opt.reference = optarg;
+            break;
+        case O_REPORT:
+            report = optarg;
+            break;
+        case O_FORMAT:
+            format = optarg;
+            break;
+        case O_VERBOSE:
+            verbose = 1;
+            break;
         case 'h':
-        case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case O_HELP:
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (format && strcmp(format, "tap") != 0 && strcmp(format, "json") != 0) {
@@ -421,7 +440,8 @@ int main(int argc, char **argv)
     }
     if (!format)
         format = report && strlen(report) > 4 && strcmp(report + strlen(report) - 4, ".tap") == 0
-                     ? "tap" : "json";
+                     ? "tap"
+                     : "json";
 
     /* Selection. */
     const cf_check_t **sel = calloc(cf_check_count, sizeof *sel);
@@ -523,8 +543,7 @@ int main(int argc, char **argv)
         print_result(&res[i], verbose);
     }
     printf("summary: %d passed, %d failed, %d skipped of %zu checks: %s\n", count[CF_PASS],
-           count[CF_FAIL], count[CF_SKIP], n_sel,
-           count[CF_FAIL] ? "DOES NOT CONFORM" : "conforms");
+           count[CF_FAIL], count[CF_SKIP], n_sel, count[CF_FAIL] ? "DOES NOT CONFORM" : "conforms");
 
     int rc = count[CF_FAIL] ? 1 : 0;
     if (rep) {

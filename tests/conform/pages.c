@@ -82,17 +82,21 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         char line[600];
         int n;
         if (a >= pg->p && a < pg->p + pg->bytes)
-            n = snprintf(line, sizeof line, "R F %s wrote into %s, which is const and lay in a "
+            n = snprintf(line, sizeof line,
+                         "R F %s wrote into %s, which is const and lay in a "
                          "read-only page during the call (%s %lld): inputs are never written, "
-                         "not even to be restored\n", fault_call, pg->name, what, at);
+                         "not even to be restored\n",
+                         fault_call, pg->name, what, at);
         else if (a >= pg->p + pg->bytes)
-            n = snprintf(line, sizeof line, "R F %s touched %s past its end (%s %lld of %zu): "
-                         "the page after it is PROT_NONE\n", fault_call, pg->name, what, at,
-                         pg->bytes / pg->unit);
+            n = snprintf(line, sizeof line,
+                         "R F %s touched %s past its end (%s %lld of %zu): "
+                         "the page after it is PROT_NONE\n",
+                         fault_call, pg->name, what, at, pg->bytes / pg->unit);
         else
-            n = snprintf(line, sizeof line, "R F %s touched %s before its start (%s %lld): the "
-                         "page before it is %s\n", fault_call, pg->name, what, at,
-                         a < pg->data ? "PROT_NONE" : "read-only");
+            n = snprintf(line, sizeof line,
+                         "R F %s touched %s before its start (%s %lld): the "
+                         "page before it is %s\n",
+                         fault_call, pg->name, what, at, a < pg->data ? "PROT_NONE" : "read-only");
         if (n > 0 && write(fault_fd, line, (size_t)n) < 0)
             _exit(3);
         _exit(0);

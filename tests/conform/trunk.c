@@ -148,12 +148,18 @@ int cf_buf_guards(const cf_buf_t *b, long long *where)
 size_t cf_param_len(ref64_dims_t d, int i)
 {
     switch (i) {
-    case 0: return (size_t)d.enc * d.h1;
-    case 1: return (size_t)d.h1;
-    case 2: return (size_t)d.h1 * d.h2;
-    case 3: return (size_t)d.h2;
-    case 4: return (size_t)d.h2 * d.aux;
-    default: return (size_t)d.aux;
+    case 0:
+        return (size_t)d.enc * d.h1;
+    case 1:
+        return (size_t)d.h1;
+    case 2:
+        return (size_t)d.h1 * d.h2;
+    case 3:
+        return (size_t)d.h2;
+    case 4:
+        return (size_t)d.h2 * d.aux;
+    default:
+        return (size_t)d.aux;
     }
 }
 
@@ -202,8 +208,8 @@ int cf_ref_make(cf_ref_t *r, const cf_inputs_t *in)
         return -1;
     ref64_params_t p = {in->p[0], in->p[1], in->p[2], in->p[3], in->p[4], in->p[5]};
     ref64_forward(in->d, &p, in->x, in->batch, NULL, NULL, r->out);
-    return ref64_backward(in->d, &p, in->x, in->dout, in->batch, r->g[0], r->g[1], r->g[2],
-                          r->g[3], r->g[4], r->g[5]);
+    return ref64_backward(in->d, &p, in->x, in->dout, in->batch, r->g[0], r->g[1], r->g[2], r->g[3],
+                          r->g[4], r->g[5]);
 }
 
 void cf_ref_free(cf_ref_t *r)
@@ -222,17 +228,30 @@ int cf_bufs_make(cf_bufs_t *b, int space, const cf_inputs_t *in, size_t misalign
     b->space = space;
     for (int i = 0; i < CF_NPARAM; i++) {
         size_t n = cf_param_len(in->d, i);
-        if (cf_buf_alloc(&b->p[i], space, n, misalign) || cf_buf_alloc(&b->g[i], space, n, misalign))
+        if (cf_buf_alloc(&b->p[i], space, n, misalign) ||
+            cf_buf_alloc(&b->g[i], space, n, misalign))
             return -1;
     }
     if (cf_buf_alloc(&b->x, space, (size_t)in->batch * in->d.enc, misalign) ||
         cf_buf_alloc(&b->dout, space, (size_t)in->batch * in->d.aux, misalign) ||
         cf_buf_alloc(&b->out, space, (size_t)in->batch * in->d.aux, misalign))
         return -1;
-    b->params = (auxtrunk_params_t){sizeof(auxtrunk_params_t), 0, b->p[0].p, b->p[1].p,
-                                    b->p[2].p, b->p[3].p, b->p[4].p, b->p[5].p};
-    b->grads = (auxtrunk_grads_t){sizeof(auxtrunk_grads_t), 0, b->g[0].p, b->g[1].p, b->g[2].p,
-                                  b->g[3].p, b->g[4].p, b->g[5].p};
+    b->params = (auxtrunk_params_t){sizeof(auxtrunk_params_t),
+                                    0,
+                                    b->p[0].p,
+                                    b->p[1].p,
+                                    b->p[2].p,
+                                    b->p[3].p,
+                                    b->p[4].p,
+                                    b->p[5].p};
+    b->grads = (auxtrunk_grads_t){sizeof(auxtrunk_grads_t),
+                                  0,
+                                  b->g[0].p,
+                                  b->g[1].p,
+                                  b->g[2].p,
+                                  b->g[3].p,
+                                  b->g[4].p,
+                                  b->g[5].p};
     return cf_bufs_upload(b, in);
 }
 
@@ -298,28 +317,30 @@ static int after_call(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h
     return 0;
 }
 
-int cf_forward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b,
-               int batch, cf_outputs_t *o, void *stream)
+int cf_forward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b, int batch,
+               cf_outputs_t *o, void *stream)
 {
     cf_stage(ctx, "forward(B=%d)", batch);
     int32_t rc = pl->api.forward(h, &b->params, b->x.p, batch, b->out.p, 0, stream);
     return after_call(ctx, pl, h, rc, "forward", batch, b, o, 1, 0);
 }
 
-int cf_infer(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b,
-             int batch, cf_outputs_t *o, void *stream)
+int cf_infer(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b, int batch,
+             cf_outputs_t *o, void *stream)
 {
     cf_stage(ctx, "infer(B=%d)", batch);
     int32_t rc = pl->api.infer(h, &b->params, b->x.p, batch, b->out.p, 0, stream);
     return after_call(ctx, pl, h, rc, "infer", batch, b, o, 1, 0);
 }
 
-int cf_backward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b,
-                int batch, uint32_t flags, cf_outputs_t *o, void *stream)
+int cf_backward(cf_ctx_t *ctx, const cf_plugin_t *pl, auxtrunk_handle_t *h, cf_bufs_t *b, int batch,
+                uint32_t flags, cf_outputs_t *o, void *stream)
 {
     cf_stage(ctx, "backward(B=%d, flags=%u)", batch, flags);
-    int32_t rc = pl->api.backward(h, &b->params, b->x.p, b->dout.p, batch, &b->grads, flags, stream);
-    return after_call(ctx, pl, h, rc, flags ? "backward(ACCUMULATE)" : "backward", batch, b, o, 0, 1);
+    int32_t rc =
+        pl->api.backward(h, &b->params, b->x.p, b->dout.p, batch, &b->grads, flags, stream);
+    return after_call(ctx, pl, h, rc, flags ? "backward(ACCUMULATE)" : "backward", batch, b, o, 0,
+                      1);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -376,8 +397,8 @@ static int expect_close_floor(cf_ctx_t *ctx, const char *what, const float *got,
     return 0;
 }
 
-int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref,
-                    size_t n, double tol, double *worst)
+int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref, size_t n,
+                    double tol, double *worst)
 {
     return expect_close_floor(ctx, what, got, ref, n, tol, worst, 0.0);
 }
@@ -386,7 +407,8 @@ int cf_expect_same(cf_ctx_t *ctx, const char *what, const float *got, const floa
 {
     for (size_t i = 0; i < n; i++)
         if (bits_of(got[i]) != bits_of(want[i]))
-            return cf_fail(ctx, "%s[%zu] = %.9g (0x%08x), expected %.9g (0x%08x): not bit-identical",
+            return cf_fail(ctx,
+                           "%s[%zu] = %.9g (0x%08x), expected %.9g (0x%08x): not bit-identical",
                            what, i, (double)got[i], (unsigned)bits_of(got[i]), (double)want[i],
                            (unsigned)bits_of(want[i]));
     return 0;
@@ -408,7 +430,8 @@ int cf_expect_close_all(cf_ctx_t *ctx, const char *what, const cf_inputs_t *in,
         floor = fmax(floor, 0.1 * max_abs(r->g[i], cf_param_len(in->d, i)));
     for (int i = 0; grads && i < CF_NPARAM; i++) {
         snprintf(name, sizeof name, "%s: %s", what, cf_grad_names[i]);
-        if (expect_close_floor(ctx, name, o->g[i], r->g[i], cf_param_len(in->d, i), tol, worst, floor))
+        if (expect_close_floor(ctx, name, o->g[i], r->g[i], cf_param_len(in->d, i), tol, worst,
+                               floor))
             return -1;
     }
     return 0;
@@ -522,9 +545,10 @@ int cf_watch_end(cf_ctx_t *ctx, cf_watch_t *w, const char *what)
             rc = cf_fail(ctx, "runner: cannot read %s back: %s", name, cfd_error());
         else if (d > 0)
             rc = cf_fail(ctx, "%s failed as expected but wrote into %s (byte %lld %s)", what, name,
-                         where, where < 0 ? "in the guard zone before it"
-                                : where >= (long long)(buf->n * 4) ? "in the guard zone after it"
-                                                                   : "of its payload");
+                         where,
+                         where < 0                          ? "in the guard zone before it"
+                         : where >= (long long)(buf->n * 4) ? "in the guard zone after it"
+                                                            : "of its payload");
     }
     for (int i = 0; i < 3 + 2 * CF_NPARAM; i++)
         free(w->snap[i]);

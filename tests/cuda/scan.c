@@ -157,8 +157,8 @@ static int is_ident(int c) { return isalnum((unsigned char)c) || c == '_'; }
 
 static int dx_style(const char *id, size_t n)
 {
-    static const char *const prefixes[] = {"dx", "gradx", "xgrad", "dinput", "gradinput",
-                                           "inputgrad"};
+    static const char *const prefixes[] = {"dx",     "gradx",     "xgrad",
+                                           "dinput", "gradinput", "inputgrad"};
     char norm[64];
     size_t m = 0;
     for (size_t i = 0; i < n && m + 1 < sizeof norm; i++)

@@ -57,7 +57,7 @@ static int g_quick;
 /* Shared with the forked children: how many GPU cases ran and skipped. */
 static struct counts {
     int ran, skipped;
-} *g_counts;
+} * g_counts;
 
 /* ------------------------------------------------------------------------- */
 /* Plugins                                                                   */
@@ -103,18 +103,18 @@ static auxtrunk_handle_t *open_handle(const auxtrunk_api_t *api, ref64_dims_t d,
     auxtrunk_config_t c = config_of(d, max_batch, device);
     auxtrunk_handle_t *h = NULL;
     int32_t st = api->init(&c, &h);
-    ck_assert_msg(st == AUXTRUNK_OK, "%s init %d/%d/%d/%d max %d: %s", api->impl_name, d.enc,
-                  d.h1, d.h2, d.aux, max_batch, api->status_string(st));
+    ck_assert_msg(st == AUXTRUNK_OK, "%s init %d/%d/%d/%d max %d: %s", api->impl_name, d.enc, d.h1,
+                  d.h2, d.aux, max_batch, api->status_string(st));
     return h;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Devices                                                                   */
 
-#define CUDA_OK(call)                                                                   \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));      \
+#define CUDA_OK(call)                                                              \
+    do {                                                                           \
+        cudaError_t e_ = (call);                                                   \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
     } while (0)
 
 static int device_count(void)
@@ -129,15 +129,15 @@ static int device_count(void)
 
 /* A GPU case starts with REQUIRE_GPU(): without a device it says so and
  * passes; main turns "every case skipped" into ctest's skip. */
-#define REQUIRE_GPU()                                                                   \
-    do {                                                                                \
-        if (device_count() == 0) {                                                      \
-            printf("no CUDA device: %s skipped\n", __func__);                           \
-            fflush(stdout);                                                             \
-            g_counts->skipped++;                                                        \
-            return;                                                                     \
-        }                                                                               \
-        g_counts->ran++;                                                                \
+#define REQUIRE_GPU()                                         \
+    do {                                                      \
+        if (device_count() == 0) {                            \
+            printf("no CUDA device: %s skipped\n", __func__); \
+            fflush(stdout);                                   \
+            g_counts->skipped++;                              \
+            return;                                           \
+        }                                                     \
+        g_counts->ran++;                                      \
     } while (0)
 
 /* No error pending in this process's runtime and none sticky in the context. */
@@ -242,8 +242,8 @@ static double expect_close_tol(const char *what, const float *got, const double 
                                double tol)
 {
     double err = ref64_max_rel_err(got, want, n);
-    ck_assert_msg(err <= tol, "%s: relative error %.3g vs ref64 (tolerance %.1g) [seed %llu]",
-                  what, err, tol, (unsigned long long)g_seed);
+    ck_assert_msg(err <= tol, "%s: relative error %.3g vs ref64 (tolerance %.1g) [seed %llu]", what,
+                  err, tol, (unsigned long long)g_seed);
     return err;
 }
 
@@ -257,19 +257,25 @@ static const char *const grad_name[NPARAM] = {"dw1", "db1", "dw2", "db2", "dw3",
 static size_t param_len(ref64_dims_t d, int i)
 {
     switch (i) {
-    case W1: return (size_t)d.enc * d.h1;
-    case B1: return (size_t)d.h1;
-    case W2: return (size_t)d.h1 * d.h2;
-    case B2: return (size_t)d.h2;
-    case W3: return (size_t)d.h2 * d.aux;
-    default: return (size_t)d.aux;
+    case W1:
+        return (size_t)d.enc * d.h1;
+    case B1:
+        return (size_t)d.h1;
+    case W2:
+        return (size_t)d.h1 * d.h2;
+    case B2:
+        return (size_t)d.h2;
+    case W3:
+        return (size_t)d.h2 * d.aux;
+    default:
+        return (size_t)d.aux;
     }
 }
 
 typedef struct problem {
     ref64_dims_t d;
     int batch;
-    float *p[NPARAM], *x, *dout; /* host */
+    float *p[NPARAM], *x, *dout;        /* host */
     dbuf_t devp[NPARAM], devx, devdout; /* device, same values */
 } problem_t;
 
@@ -319,15 +325,21 @@ static void problem_free(problem_t *pb)
 
 static auxtrunk_params_t dev_params(const problem_t *pb)
 {
-    auxtrunk_params_t a = {sizeof a, 0, dptr(&pb->devp[W1]), dptr(&pb->devp[B1]), dptr(&pb->devp[W2]),
-                           dptr(&pb->devp[B2]), dptr(&pb->devp[W3]), dptr(&pb->devp[B3])};
+    auxtrunk_params_t a = {sizeof a,
+                           0,
+                           dptr(&pb->devp[W1]),
+                           dptr(&pb->devp[B1]),
+                           dptr(&pb->devp[W2]),
+                           dptr(&pb->devp[B2]),
+                           dptr(&pb->devp[W3]),
+                           dptr(&pb->devp[B3])};
     return a;
 }
 
 static auxtrunk_params_t host_params(const problem_t *pb)
 {
-    auxtrunk_params_t a = {sizeof a, 0, pb->p[W1], pb->p[B1], pb->p[W2],
-                           pb->p[B2], pb->p[W3], pb->p[B3]};
+    auxtrunk_params_t a = {sizeof a,  0,         pb->p[W1], pb->p[B1],
+                           pb->p[W2], pb->p[B2], pb->p[W3], pb->p[B3]};
     return a;
 }
 
@@ -417,8 +429,10 @@ static void outputs_free(outputs_t *o)
 
 static auxtrunk_grads_t dev_grads(const outputs_t *o)
 {
-    auxtrunk_grads_t g = {sizeof g, 0, dptr(&o->g[W1]), dptr(&o->g[B1]), dptr(&o->g[W2]),
-                          dptr(&o->g[B2]), dptr(&o->g[W3]), dptr(&o->g[B3])};
+    auxtrunk_grads_t g = {sizeof g,        0,
+                          dptr(&o->g[W1]), dptr(&o->g[B1]),
+                          dptr(&o->g[W2]), dptr(&o->g[B2]),
+                          dptr(&o->g[W3]), dptr(&o->g[B3])};
     return g;
 }
 
@@ -440,8 +454,8 @@ static result_t outputs_fetch(const problem_t *pb, const outputs_t *o)
 
 static void call_ok(const auxtrunk_api_t *api, auxtrunk_handle_t *h, int32_t st, const char *what)
 {
-    ck_assert_msg(st == AUXTRUNK_OK, "%s %s: %s (%s)", api->impl_name, what,
-                  api->status_string(st), api->last_error(h));
+    ck_assert_msg(st == AUXTRUNK_OK, "%s %s: %s (%s)", api->impl_name, what, api->status_string(st),
+                  api->last_error(h));
 }
 
 /* forward, infer, backward (flags) of pb on the handle, on stream s. */
@@ -450,9 +464,11 @@ static void run_v1(const auxtrunk_api_t *api, auxtrunk_handle_t *h, const proble
 {
     auxtrunk_params_t p = dev_params(pb);
     auxtrunk_grads_t g = dev_grads(o);
-    call_ok(api, h, api->forward(h, &p, dptr(&pb->devx), pb->batch, dptr(&o->out), 0, s), "forward");
+    call_ok(api, h, api->forward(h, &p, dptr(&pb->devx), pb->batch, dptr(&o->out), 0, s),
+            "forward");
     call_ok(api, h, api->infer(h, &p, dptr(&pb->devx), pb->batch, dptr(&o->inf), 0, s), "infer");
-    call_ok(api, h, api->backward(h, &p, dptr(&pb->devx), dptr(&pb->devdout), pb->batch, &g, bwd_flags, s),
+    call_ok(api, h,
+            api->backward(h, &p, dptr(&pb->devx), dptr(&pb->devdout), pb->batch, &g, bwd_flags, s),
             "backward");
 }
 
@@ -538,7 +554,7 @@ static void expect_result_ref64(const problem_t *pb, const result_t *got)
 typedef struct sweep {
     ref64_dims_t d;
     int max_batch;
-    int batches[8]; /* 0-terminated; each <= max_batch */
+    int batches[8];  /* 0-terminated; each <= max_batch */
     int canon_up_to; /* compare with canon32 for batch <= this (it is slow); CPU plugin always */
     int quick;       /* also run in quick mode */
 } sweep_t;
@@ -577,9 +593,9 @@ static void run_sweep(const sweep_t *sw, tst_rng_t *r)
             result_free(&want);
         }
         expect_result_ref64(&pb, &got);
-        printf("  %d/%d/%d/%d B=%d (max %d): bit-identical (%s%s)\n", sw->d.enc, sw->d.h1,
-               sw->d.h2, sw->d.aux, pb.batch, sw->max_batch,
-               pb.batch <= sw->canon_up_to ? "canon32 " : "", g_cpu.dl ? "cpu-ref" : "");
+        printf("  %d/%d/%d/%d B=%d (max %d): bit-identical (%s%s)\n", sw->d.enc, sw->d.h1, sw->d.h2,
+               sw->d.aux, pb.batch, sw->max_batch, pb.batch <= sw->canon_up_to ? "canon32 " : "",
+               g_cpu.dl ? "cpu-ref" : "");
         fflush(stdout);
         result_free(&got);
         outputs_free(&o);
@@ -598,7 +614,10 @@ static void run_sweeps(const sweep_t *sweeps, size_t n, uint64_t salt)
             run_sweep(&sweeps[i], &r);
 }
 
-#define PRODUCTION {256, 256, 256, 128}
+#define PRODUCTION         \
+    {                      \
+        256, 256, 256, 128 \
+    }
 
 START_TEST(exact_small_topologies)
 {
@@ -689,8 +708,10 @@ START_TEST(accumulate_adds_once)
         /* A second accumulating backward adds the same result again. */
         auxtrunk_params_t p = dev_params(&pb);
         auxtrunk_grads_t g = dev_grads(&o);
-        call_ok(api, h, api->backward(h, &p, dptr(&pb.devx), dptr(&pb.devdout), pb.batch, &g,
-                                      AUXTRUNK_BACKWARD_ACCUMULATE, NULL), "backward");
+        call_ok(api, h,
+                api->backward(h, &p, dptr(&pb.devx), dptr(&pb.devdout), pb.batch, &g,
+                              AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
+                "backward");
         result_t once = canon_result(&pb);
         for (int i = 0; i < NPARAM; i++) {
             float *again = dbuf_fetch(&o.g[i], grad_name[i]);
@@ -733,8 +754,9 @@ START_TEST(infer_keeps_the_record)
             "infer");
     call_ok(api, h, api->infer(h, &p, dptr(&train.devx), train.batch, dptr(&o.inf), 0, NULL),
             "infer");
-    call_ok(api, h, api->backward(h, &p, dptr(&train.devx), dptr(&train.devdout), train.batch, &g, 0,
-                                  NULL), "backward");
+    call_ok(api, h,
+            api->backward(h, &p, dptr(&train.devx), dptr(&train.devdout), train.batch, &g, 0, NULL),
+            "backward");
     CUDA_OK(cudaDeviceSynchronize());
     result_t got = outputs_fetch(&train, &o);
     result_t want = canon_result(&train);
@@ -788,8 +810,8 @@ START_TEST(graph_replay_equals_eager)
         size_t nodes = 0;
         CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
 #ifdef CUDA_GRAPH_NODES /* the plugin's documented fixed launch sequence */
-        ck_assert_msg(nodes == CUDA_GRAPH_NODES, "captured %zu nodes, expected %d launches",
-                      nodes, CUDA_GRAPH_NODES);
+        ck_assert_msg(nodes == CUDA_GRAPH_NODES, "captured %zu nodes, expected %d launches", nodes,
+                      CUDA_GRAPH_NODES);
 #else /* at least forward, infer and backward each left a launch in the graph */
         ck_assert_msg(nodes >= 3, "captured %zu nodes, expected at least 3 launches", nodes);
 #endif
@@ -889,8 +911,10 @@ START_TEST(fast_mode_within_tolerance)
                 result_t want = canon_result(&pb);
                 size_t diff = count_differences(got.out, want.out, no);
                 if (pb.batch >= CUDA_FAST_MIN_BATCH) {
-                    ck_assert_msg(diff > 0, "fast mode gave the canonical bits at B=%d: the "
-                                            "TF32 kernels did not run", pb.batch);
+                    ck_assert_msg(diff > 0,
+                                  "fast mode gave the canonical bits at B=%d: the "
+                                  "TF32 kernels did not run",
+                                  pb.batch);
                     printf("    %zu of %zu outputs differ from the canonical bits\n", diff, no);
                 } else { /* below the documented threshold: the exact kernels */
                     expect_result_bits(&pb, &got, &want, "canon32 (fast mode below its batch)");
@@ -999,8 +1023,7 @@ START_TEST(fast_mode_deterministic)
         CUDA_OK(cudaDeviceSynchronize());
         for (int i = 0; i < NPARAM; i++) {
             float *again = dbuf_fetch(&o.g[i], grad_name[i]);
-            expect_bits(grad_name[i], "the first backward", again, first.g[i],
-                        param_len(pb.d, i));
+            expect_bits(grad_name[i], "the first backward", again, first.g[i], param_len(pb.d, i));
             free(again);
         }
 
@@ -1020,8 +1043,10 @@ START_TEST(fast_mode_deterministic)
             tst_rng_fill(&r, old[i], n, -2.0f, 2.0f);
             CUDA_OK(cudaMemcpy(dptr(&o.g[i]), old[i], n * sizeof(float), cudaMemcpyHostToDevice));
         }
-        call_ok(api, h, api->backward(h, &p, dptr(&pb.devx), dptr(&pb.devdout), B, &g,
-                                      AUXTRUNK_BACKWARD_ACCUMULATE, NULL), "backward");
+        call_ok(api, h,
+                api->backward(h, &p, dptr(&pb.devx), dptr(&pb.devdout), B, &g,
+                              AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
+                "backward");
         CUDA_OK(cudaDeviceSynchronize());
         for (int i = 0; i < NPARAM; i++) {
             size_t n = param_len(pb.d, i);
@@ -1107,8 +1132,8 @@ static void expect_untouched(const problem_t *pb, const outputs_t *o, const char
     for (int i = 0; i < 2 + NPARAM; i++) {
         float *h = dbuf_fetch(bufs[i], after);
         for (size_t j = 0; j < bufs[i]->n; j++)
-            ck_assert_msg(is_poison(h[j]), "after %s: output %d element %zu was written", after,
-                          i, j);
+            ck_assert_msg(is_poison(h[j]), "after %s: output %d element %zu was written", after, i,
+                          j);
         free(h);
     }
     expect_inputs_unchanged(pb);
@@ -1146,8 +1171,8 @@ START_TEST(bad_input_writes_nothing)
     /* Batch out of range. */
     expect_refused(api, h, api->forward(h, &p, x, max + 1, out, 0, NULL), AUXTRUNK_E_BATCH,
                    "forward batch max+1", "batch 301");
-    expect_refused(api, h, api->infer(h, &p, x, 0, out, 0, NULL), AUXTRUNK_E_BATCH,
-                   "infer batch 0", "batch 0");
+    expect_refused(api, h, api->infer(h, &p, x, 0, out, 0, NULL), AUXTRUNK_E_BATCH, "infer batch 0",
+                   "batch 0");
     /* Host memory where device memory is required: pageable and page-locked. */
     float *hx = malloc((size_t)max * d.enc * sizeof(float));
     ck_assert(hx != NULL);
@@ -1430,8 +1455,8 @@ int main(int argc, char **argv)
     const char *quick = getenv("AUXTRUNK_CUDA_TEST_QUICK");
     g_quick = quick && *quick && strcmp(quick, "0") != 0;
     g_seed = tst_seed("test_cuda_v1");
-    g_counts = mmap(NULL, sizeof *g_counts, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                    -1, 0);
+    g_counts =
+        mmap(NULL, sizeof *g_counts, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_counts == MAP_FAILED) {
         perror("mmap");
         return 2;

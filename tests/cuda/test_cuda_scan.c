@@ -101,11 +101,14 @@ END_TEST
 START_TEST(sass_scanner_catches_atomics)
 {
     static const fixture_t cases[] = {
-        {"        /*0090*/                   ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, R2, [R2.64], R5 ;"
-         "   /* 0x000fe200099ef384 */\n", 1},
+        {"        /*0090*/                   ATOMG.E.ADD.F32.FTZ.RN.STRONG.GPU PT, R2, [R2.64], R5 "
+         ";"
+         "   /* 0x000fe200099ef384 */\n",
+         1},
         {"        /*00a0*/               @P0 RED.E.ADD.F32.FTZ.RN.STRONG.GPU [R2.64], R5 ;\n", 1},
         {"        /*00b0*/                   ATOMS.ADD R1, [R2], R3 ;\n", 1},
-        {"        /*00c0*/                   REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R5 ;\n",
+        {"        /*00c0*/                   REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R5 "
+         ";\n",
          1},
         {"        /*00d0*/                   ATOM.E.ADD.STRONG.GPU PT, R0, [R2.64], R5 ;\n", 1},
         {"        /*00e0*/                   UTMAREDG.2D.ADD [UR4], [UR6] ;\n", 1},
@@ -113,7 +116,8 @@ START_TEST(sass_scanner_catches_atomics)
         {"        /*0010*/                   FFMA R1, R2, R3, R4 ;     /* 0x0000000302017223 */\n"
          "                                                             /* 0x004fca0000000004 */\n",
          0},
-        {"\t\tFunction : _ZN16dw_reduce_kernelEPKfS1_iiiiPf\n\t.headerflags @\"EF_CUDA_SM90\"\n", 0},
+        {"\t\tFunction : _ZN16dw_reduce_kernelEPKfS1_iiiiPf\n\t.headerflags @\"EF_CUDA_SM90\"\n",
+         0},
     };
     expect_findings("SASS", scan_sass_atomics, cases, sizeof cases / sizeof cases[0]);
 }
@@ -188,8 +192,7 @@ START_TEST(sources_have_no_dx_symbol)
         char *src = read_or_fail(g_files[f]);
         char first[256] = "";
         int n = scan_source_dx(src, first, sizeof first);
-        ck_assert_msg(n == 0, "%s: %d dx-style symbols in code, first at %s", g_files[f], n,
-                      first);
+        ck_assert_msg(n == 0, "%s: %d dx-style symbols in code, first at %s", g_files[f], n, first);
         free(src);
     }
     printf("source scan: %d files, no dx-style symbol in code\n", g_nfiles);
@@ -205,8 +208,8 @@ static char *shell_quoted(const char *s, char *buf, size_t len)
 START_TEST(sass_has_no_atomics)
 {
     char tool[1024], lib[1024], cmd[2200];
-    snprintf(cmd, sizeof cmd, "%s --dump-sass %s 2>&1",
-             shell_quoted(g_files[0], tool, sizeof tool), shell_quoted(g_files[1], lib, sizeof lib));
+    snprintf(cmd, sizeof cmd, "%s --dump-sass %s 2>&1", shell_quoted(g_files[0], tool, sizeof tool),
+             shell_quoted(g_files[1], lib, sizeof lib));
     int status = 0;
     char *sass = scan_read_command(cmd, &status);
     kernel_names_from_env();
@@ -254,8 +257,10 @@ static Suite *make_suite(const char *mode)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s fixtures | ptx FILE... | ptx-fixture FILE... | source FILE... | "
-                        "sass CUOBJDUMP LIB\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s fixtures | ptx FILE... | ptx-fixture FILE... | source FILE... | "
+                "sass CUOBJDUMP LIB\n",
+                argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -267,7 +272,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "sass") == 0 && access(g_files[0], X_OK) != 0) {
         printf("skip: cuobjdump not found (%s); the SASS scan runs where the CUDA toolkit "
-               "has it\n", g_files[0]);
+               "has it\n",
+               g_files[0]);
         return SKIP_EXIT;
     }
     Suite *s = make_suite(mode);

@@ -367,8 +367,8 @@ static void emulate(const Problem &P, std::vector<float> &c, std::vector<float> 
                                     for (int e = 0; e < Runs<B_KC>::LEN; e++) {
                                         ck_assert_msg(n + e < P.n, "run crosses n = %d", P.n);
                                         size_t o = (size_t)m * P.n + n + e;
-                                        ck_assert_msg(++stores[o] == 1, "C[%d,%d] stored twice",
-                                                      m, n + e);
+                                        ck_assert_msg(++stores[o] == 1, "C[%d,%d] stored twice", m,
+                                                      n + e);
                                         c[o] = v[e];
                                     }
                                 }
@@ -423,7 +423,7 @@ START_TEST(forward_form)
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0xF1);
     /* A = activations [batch, K] (KC), B = W [K, N] (NK) */
-    expect_product<true, false>(200, 136, 0, 72, 72, &r);  /* tails in m, n, k */
+    expect_product<true, false>(200, 136, 0, 72, 72, &r);   /* tails in m, n, k */
     expect_product<true, false>(256, 256, 0, 256, 256, &r); /* production layer */
     expect_product<true, false>(1, 4, 0, 4, 4, &r);
     expect_product<true, false>(97, 128, 0, 256, 256, &r);

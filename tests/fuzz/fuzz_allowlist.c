@@ -112,8 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         again[(size_t)i * 65 + 64] = '\n';
     }
     ath_allow_t b;
-    fz_check(ath_allow_parse(&b, again, len2, "again", &err) == 0, "the list written back was "
-                                                                   "refused: %s", err.msg);
+    fz_check(ath_allow_parse(&b, again, len2, "again", &err) == 0,
+             "the list written back was "
+             "refused: %s",
+             err.msg);
     fz_check(b.n == a.n, "the list written back has %d digests, not %d", b.n, a.n);
     for (int i = 0; i < a.n; i++)
         fz_check(strcmp(a.sha[i], b.sha[i]) == 0, "digest %d changed when written back", i);

@@ -36,10 +36,16 @@ static const auxtrunk_config_t k_topology = {.enc = ENC, .h1 = H1, .h2 = H2, .au
 #define N_PARAMS AUXTRUNK_PARAM_COUNT(&k_topology)
 
 static const ath_ckpt_meta_t k_expect = {
-    .enc = ENC, .h1 = H1, .h2 = H2, .aux = AUX,
+    .enc = ENC,
+    .h1 = H1,
+    .h2 = H2,
+    .aux = AUX,
     .batch = 8,
     .seed = 7,
-    .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+    .lr = 1e-3f,
+    .beta1 = 0.9f,
+    .beta2 = 0.999f,
+    .eps = 1e-8f,
     .step = 12,
     .adam_t = 12,
     .data_state = UINT64_C(0x0123456789abcdef),

@@ -34,10 +34,10 @@ void fz_fail(const char *fmt, ...)
 #endif
     ;
 
-#define fz_check(cond, ...)            \
-    do {                               \
-        if (!(cond))                   \
-            fz_fail(__VA_ARGS__);      \
+#define fz_check(cond, ...)       \
+    do {                          \
+        if (!(cond))              \
+            fz_fail(__VA_ARGS__); \
     } while (0)
 
 /* Reads the input front to back; past the end every read gives 0. */

@@ -57,25 +57,31 @@ static void show_at(const void *dst, char *buf, size_t n)
     snprintf(buf, n, "%s", v->have_at ? "set" : "none");
 }
 
-#define NUM(V, name, kind, field, lo, hi) {name, "X", kind, &(V)->field, "h", lo, hi, 1, NULL, NULL, NULL}
-#define PLAIN(V, name, arg, kind, field) {name, arg, kind, &(V)->field, "h", 0, 0, 0, NULL, NULL, NULL}
+#define NUM(V, name, kind, field, lo, hi)                              \
+    {                                                                  \
+        name, "X", kind, &(V)->field, "h", lo, hi, 1, NULL, NULL, NULL \
+    }
+#define PLAIN(V, name, arg, kind, field)                             \
+    {                                                                \
+        name, arg, kind, &(V)->field, "h", 0, 0, 0, NULL, NULL, NULL \
+    }
 
 /* The table over the values at V. */
-#define TABLE(V)                                                                   \
-    {                                                                              \
-        PLAIN(V, "quiet", NULL, ATH_OPT_FLAG, quiet),                                 \
-        PLAIN(V, "watch-plugin-dir", NULL, ATH_OPT_FLAG, watch),                      \
-        NUM(V, "batch", ATH_OPT_INT, batch, 1, AUXTRUNK_MAX_BATCH),                   \
-        NUM(V, "device", ATH_OPT_INT, device, 0, 1023),                               \
-        NUM(V, "any-int", ATH_OPT_INT, any_int, 0, 0),                                \
-        NUM(V, "steps", ATH_OPT_U64, steps, 0, 0x1p64),                               \
-        NUM(V, "checkpoint-every", ATH_OPT_U64, every, 1, 0x1p64),                    \
-        NUM(V, "rotate-mib", ATH_OPT_U64, rotate, 0, 1 << 20),                        \
-        NUM(V, "lr", ATH_OPT_FLOAT, lr, FLT_MIN, 1e30),                               \
-        NUM(V, "swap-timeout", ATH_OPT_DOUBLE, timeout, 0.001, 86400),                \
-        NUM(V, "budget", ATH_OPT_DOUBLE, budget, 0, 86400),                           \
-        PLAIN(V, "csv", "FILE", ATH_OPT_STR, csv),                                    \
-        {"swap-at", "STEP:PATH", ATH_OPT_CUSTOM, (V), "h", 0, 0, 1, NULL, set_at, show_at}, \
+#define TABLE(V)                                                                                \
+    {                                                                                           \
+        PLAIN(V, "quiet", NULL, ATH_OPT_FLAG, quiet),                                           \
+            PLAIN(V, "watch-plugin-dir", NULL, ATH_OPT_FLAG, watch),                            \
+            NUM(V, "batch", ATH_OPT_INT, batch, 1, AUXTRUNK_MAX_BATCH),                         \
+            NUM(V, "device", ATH_OPT_INT, device, 0, 1023),                                     \
+            NUM(V, "any-int", ATH_OPT_INT, any_int, 0, 0),                                      \
+            NUM(V, "steps", ATH_OPT_U64, steps, 0, 0x1p64),                                     \
+            NUM(V, "checkpoint-every", ATH_OPT_U64, every, 1, 0x1p64),                          \
+            NUM(V, "rotate-mib", ATH_OPT_U64, rotate, 0, 1 << 20),                              \
+            NUM(V, "lr", ATH_OPT_FLOAT, lr, FLT_MIN, 1e30),                                     \
+            NUM(V, "swap-timeout", ATH_OPT_DOUBLE, timeout, 0.001, 86400),                      \
+            NUM(V, "budget", ATH_OPT_DOUBLE, budget, 0, 86400),                                 \
+            PLAIN(V, "csv", "FILE", ATH_OPT_STR, csv),                                          \
+            {"swap-at", "STEP:PATH", ATH_OPT_CUSTOM, (V), "h", 0, 0, 1, NULL, set_at, show_at}, \
     }
 
 static void defaults(values_t *v)
@@ -150,8 +156,7 @@ static void check_same(const values_t *a, const values_t *b, char **printed, int
     SAME(memcmp(&a->timeout, &b->timeout, sizeof a->timeout) == 0 &&
              memcmp(&a->budget, &b->budget, sizeof a->budget) == 0,
          "a double");
-    SAME((a->csv == NULL) == (b->csv == NULL) && (!a->csv || strcmp(a->csv, b->csv) == 0),
-         "--csv");
+    SAME((a->csv == NULL) == (b->csv == NULL) && (!a->csv || strcmp(a->csv, b->csv) == 0), "--csv");
     SAME(a->have_at == b->have_at &&
              (!a->have_at || (a->at.step == b->at.step && strcmp(a->at.path, b->at.path) == 0)),
          "--swap-at");

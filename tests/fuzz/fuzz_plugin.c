@@ -37,9 +37,9 @@
 #include "fuzz_common.h"
 
 #define MAX_OPS 24
-#define MAX_PARAMS (1u << 15)   /* parameters of a topology the harness initialises */
-#define MAX_WORK (1u << 21)     /* max_batch * parameters, likewise */
-#define MAX_STRUCT 160          /* largest struct_size tried */
+#define MAX_PARAMS (1u << 15) /* parameters of a topology the harness initialises */
+#define MAX_WORK (1u << 21)   /* max_batch * parameters, likewise */
+#define MAX_STRUCT 160        /* largest struct_size tried */
 
 static const char *const k_plugin_files[] = {AUXTRUNK_FUZZ_PLUGINS};
 #define N_PLUGINS (sizeof k_plugin_files / sizeof k_plugin_files[0])
@@ -64,14 +64,63 @@ static int32_t pick_i32(fz_bytes_t *in, const int32_t *list, size_t n)
     return (int32_t)fz_u32(in); /* now and then anything at all */
 }
 
-static const int32_t k_widths[] = {1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 32, 33, 64, 0, -1,
-                                   AUXTRUNK_MAX_WIDTH, AUXTRUNK_MAX_WIDTH + 1, INT32_MIN,
+static const int32_t k_widths[] = {1,
+                                   2,
+                                   3,
+                                   4,
+                                   5,
+                                   7,
+                                   8,
+                                   16,
+                                   17,
+                                   31,
+                                   32,
+                                   33,
+                                   64,
+                                   0,
+                                   -1,
+                                   AUXTRUNK_MAX_WIDTH,
+                                   AUXTRUNK_MAX_WIDTH + 1,
+                                   INT32_MIN,
                                    INT32_MAX};
-static const int32_t k_batches[] = {1, 2, 3, 4, 7, 8, 9, 16, 33, 64, 65, 0, -1,
-                                    AUXTRUNK_MAX_BATCH, AUXTRUNK_MAX_BATCH + 1, INT32_MIN,
-                                    INT32_MAX, 1 << 16, 131072};
-static const int32_t k_sizes[] = {AUXTRUNK_CONFIG_SIZE_1_0, AUXTRUNK_PARAMS_SIZE_1_0, 0, 4, 8,
-                                  16, 24, 31, 33, 40, 48, 55, 57, 64, 96, 97, 104, 128, 160};
+static const int32_t k_batches[] = {1,
+                                    2,
+                                    3,
+                                    4,
+                                    7,
+                                    8,
+                                    9,
+                                    16,
+                                    33,
+                                    64,
+                                    65,
+                                    0,
+                                    -1,
+                                    AUXTRUNK_MAX_BATCH,
+                                    AUXTRUNK_MAX_BATCH + 1,
+                                    INT32_MIN,
+                                    INT32_MAX,
+                                    1 << 16,
+                                    131072};
+static const int32_t k_sizes[] = {AUXTRUNK_CONFIG_SIZE_1_0,
+                                  AUXTRUNK_PARAMS_SIZE_1_0,
+                                  0,
+                                  4,
+                                  8,
+                                  16,
+                                  24,
+                                  31,
+                                  33,
+                                  40,
+                                  48,
+                                  55,
+                                  57,
+                                  64,
+                                  96,
+                                  97,
+                                  104,
+                                  128,
+                                  160};
 
 /* A struct_size: the right one most often. */
 static uint32_t pick_size(fz_bytes_t *in, uint32_t right)
@@ -120,27 +169,30 @@ static int in_set(int32_t st, const int32_t *set, size_t n)
     return 0;
 }
 
-#define SET(...) ((const int32_t[]){__VA_ARGS__}), sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t)
-#define ENTRY_ST SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_STRUCT_SIZE, AUXTRUNK_E_FLAGS, \
-                     AUXTRUNK_E_ABI_VERSION)
-#define INIT_ST SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_STRUCT_SIZE, AUXTRUNK_E_FLAGS, \
-                    AUXTRUNK_E_DIMENSION, AUXTRUNK_E_UNSUPPORTED, AUXTRUNK_E_OUT_OF_MEMORY,         \
-                    AUXTRUNK_E_DEVICE)
+#define SET(...) \
+    ((const int32_t[]){__VA_ARGS__}), sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t)
+#define ENTRY_ST                                                                        \
+    SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_STRUCT_SIZE, AUXTRUNK_E_FLAGS, \
+        AUXTRUNK_E_ABI_VERSION)
+#define INIT_ST                                                                         \
+    SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_STRUCT_SIZE, AUXTRUNK_E_FLAGS, \
+        AUXTRUNK_E_DIMENSION, AUXTRUNK_E_UNSUPPORTED, AUXTRUNK_E_OUT_OF_MEMORY, AUXTRUNK_E_DEVICE)
 #define DESTROY_ST SET(AUXTRUNK_OK, AUXTRUNK_E_BAD_HANDLE, AUXTRUNK_E_DEVICE)
-#define FORWARD_ST SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_BAD_HANDLE,              \
-                       AUXTRUNK_E_STRUCT_SIZE, AUXTRUNK_E_BATCH, AUXTRUNK_E_FLAGS,              \
-                       AUXTRUNK_E_ALIAS, AUXTRUNK_E_MEMORY_SPACE, AUXTRUNK_E_DEVICE)
-#define BACKWARD_ST SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_BAD_HANDLE,             \
-                        AUXTRUNK_E_STRUCT_SIZE, AUXTRUNK_E_BATCH, AUXTRUNK_E_FLAGS,             \
-                        AUXTRUNK_E_NO_FORWARD, AUXTRUNK_E_BATCH_MISMATCH, AUXTRUNK_E_ALIAS,     \
-                        AUXTRUNK_E_MEMORY_SPACE, AUXTRUNK_E_DEVICE)
-#define MEMORY_ST SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_BAD_HANDLE,               \
-                      AUXTRUNK_E_STRUCT_SIZE)
+#define FORWARD_ST                                                                           \
+    SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_BAD_HANDLE, AUXTRUNK_E_STRUCT_SIZE, \
+        AUXTRUNK_E_BATCH, AUXTRUNK_E_FLAGS, AUXTRUNK_E_ALIAS, AUXTRUNK_E_MEMORY_SPACE,       \
+        AUXTRUNK_E_DEVICE)
+#define BACKWARD_ST                                                                           \
+    SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_BAD_HANDLE, AUXTRUNK_E_STRUCT_SIZE,  \
+        AUXTRUNK_E_BATCH, AUXTRUNK_E_FLAGS, AUXTRUNK_E_NO_FORWARD, AUXTRUNK_E_BATCH_MISMATCH, \
+        AUXTRUNK_E_ALIAS, AUXTRUNK_E_MEMORY_SPACE, AUXTRUNK_E_DEVICE)
+#define MEMORY_ST \
+    SET(AUXTRUNK_OK, AUXTRUNK_E_NULL_POINTER, AUXTRUNK_E_BAD_HANDLE, AUXTRUNK_E_STRUCT_SIZE)
 
 /* valid: 1 the model says the call is valid, 0 invalid (why: the model's
  * reason), -1 no opinion. */
-static void check_status_why(const char *what, int32_t st, const int32_t *set, size_t n,
-                             int valid, const char *why)
+static void check_status_why(const char *what, int32_t st, const int32_t *set, size_t n, int valid,
+                             const char *why)
 {
     fz_check(in_set(st, set, n), "%s returned %d (%s), not one of its documented statuses", what,
              (int)st, auxtrunk_status_name(st));
@@ -280,9 +332,13 @@ static int too_big(const auxtrunk_config_t *c)
 /* ------------------------------------------------------------------------- */
 /* Negotiation                                                               */
 
-static const uint32_t k_versions[] = {AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 1),
-                                      AUXTRUNK_VERSION(1, 0xFFFF), AUXTRUNK_VERSION(0, 9),
-                                      AUXTRUNK_VERSION(2, 0), 0, 0xFFFFFFFFu};
+static const uint32_t k_versions[] = {AUXTRUNK_VERSION(1, 0),
+                                      AUXTRUNK_VERSION(1, 1),
+                                      AUXTRUNK_VERSION(1, 0xFFFF),
+                                      AUXTRUNK_VERSION(0, 9),
+                                      AUXTRUNK_VERSION(2, 0),
+                                      0,
+                                      0xFFFFFFFFu};
 
 static uint32_t pick_version(fz_bytes_t *in)
 {
@@ -318,14 +374,17 @@ static void fuzz_entry(const plugin_t *pl, fz_bytes_t *in)
                            null_api ? NULL : (auxtrunk_api_t *)api);
     check_status("auxtrunk_plugin_entry", st, ENTRY_ST, valid);
     if (st != AUXTRUNK_OK) {
-        fz_check(memcmp(api, before, aalloc) == 0, "auxtrunk_plugin_entry refused (%s) but wrote "
-                                                   "the table", auxtrunk_status_name(st));
+        fz_check(memcmp(api, before, aalloc) == 0,
+                 "auxtrunk_plugin_entry refused (%s) but wrote "
+                 "the table",
+                 auxtrunk_status_name(st));
     } else {
         auxtrunk_api_t got;
         memcpy(&got, api, sizeof got);
-        fz_check(got.struct_size == AUXTRUNK_API_SIZE_1_0, "negotiated table struct_size %u, "
-                 "expected min(%u, %u)", (unsigned)got.struct_size, (unsigned)asize,
-                 AUXTRUNK_API_SIZE_1_0);
+        fz_check(got.struct_size == AUXTRUNK_API_SIZE_1_0,
+                 "negotiated table struct_size %u, "
+                 "expected min(%u, %u)",
+                 (unsigned)got.struct_size, (unsigned)asize, AUXTRUNK_API_SIZE_1_0);
         fz_check(got.abi_version == one0, "negotiated version 0x%x", (unsigned)got.abi_version);
         fz_check(zero_tail(api, AUXTRUNK_API_SIZE_1_0, asize),
                  "the table's bytes past the plugin's entries are not zero");
@@ -360,8 +419,8 @@ static void op_init(const auxtrunk_api_t *a, slot_t *s, fz_bytes_t *in)
     }
     uint8_t nulls = fz_u8(in);
     auxtrunk_handle_t *sentinel = (auxtrunk_handle_t *)&known, *h = sentinel;
-    int32_t st = a->init(nulls == 1 ? NULL : (const auxtrunk_config_t *)cfg,
-                         nulls == 2 ? NULL : &h);
+    int32_t st =
+        a->init(nulls == 1 ? NULL : (const auxtrunk_config_t *)cfg, nulls == 2 ? NULL : &h);
     if (nulls == 1 || nulls == 2)
         valid = 0;
     check_status("init", st, INIT_ST, valid);
@@ -381,8 +440,8 @@ static void op_init(const auxtrunk_api_t *a, slot_t *s, fz_bytes_t *in)
 /* A handle argument: a live one, NULL, or a block that is no handle. */
 typedef struct target {
     auxtrunk_handle_t *h;
-    slot_t *slot;          /* the live one, or NULL */
-    auxtrunk_config_t c;   /* its topology (a small stand-in otherwise) */
+    slot_t *slot;        /* the live one, or NULL */
+    auxtrunk_config_t c; /* its topology (a small stand-in otherwise) */
 } target_t;
 
 static void *g_not_a_handle; /* zeroed: no plugin's live magic */
@@ -472,11 +531,16 @@ static void op_forward(const auxtrunk_api_t *a, slot_t *slots, fz_bytes_t *in, i
     const int alias_x = shape == 4, alias_w = (shape & 15) == 5;
     float *outp = null_out ? NULL : alias_x ? x.p : alias_w ? w[(shape >> 4) % 6].p : out.p;
 
-    const char *why = !t.slot ? "no live handle" : null_params ? "params NULL"
-                      : !params_ok ? "params struct (size, reserved, tail or a NULL pointer)"
-                      : null_x ? "x NULL" : null_out ? "out NULL" : alias_x ? "out is x"
-                      : alias_w ? "out is a parameter" : flags ? "flags"
-                      : batch < 1 || batch > t.c.max_batch ? "batch" : NULL;
+    const char *why = !t.slot       ? "no live handle"
+                      : null_params ? "params NULL"
+                      : !params_ok  ? "params struct (size, reserved, tail or a NULL pointer)"
+                      : null_x      ? "x NULL"
+                      : null_out    ? "out NULL"
+                      : alias_x     ? "out is x"
+                      : alias_w     ? "out is a parameter"
+                      : flags       ? "flags"
+                      : batch < 1 || batch > t.c.max_batch ? "batch"
+                                                           : NULL;
     int valid = why == NULL;
     int32_t before = t.slot ? t.slot->recorded : 0;
     int32_t st = (record ? a->forward : a->infer)(t.h, null_params ? NULL : params,
@@ -538,23 +602,28 @@ static void op_backward(const auxtrunk_api_t *a, slot_t *slots, fz_bytes_t *in)
     void *grads = six_struct(in, g, &gsize, &grads_ok);
     uint8_t shape = fz_u8(in);
     const int null_params = shape == 1, null_x = shape == 2, null_dout = shape == 3,
-              null_grads = shape == 4, alias = (shape & 15) == 5 && gsize >= AUXTRUNK_GRADS_SIZE_1_0;
+              null_grads = shape == 4,
+              alias = (shape & 15) == 5 && gsize >= AUXTRUNK_GRADS_SIZE_1_0;
     if (alias) /* two gradients overlap: one of dW1..db2 is db3's buffer */
         memcpy((unsigned char *)grads + 8 + 8 * ((shape >> 4) % 5), &g[5].p, sizeof(float *));
 
-    const char *why = !t.slot ? "no live handle" : null_params ? "params NULL"
-                      : !params_ok ? "params struct (size, reserved, tail or a NULL pointer)"
-                      : null_x ? "x NULL" : null_dout ? "dout NULL" : null_grads ? "grads NULL"
-                      : !grads_ok ? "grads struct (size, reserved, tail or a NULL pointer)"
-                      : alias ? "two gradients overlap"
+    const char *why = !t.slot       ? "no live handle"
+                      : null_params ? "params NULL"
+                      : !params_ok  ? "params struct (size, reserved, tail or a NULL pointer)"
+                      : null_x      ? "x NULL"
+                      : null_dout   ? "dout NULL"
+                      : null_grads  ? "grads NULL"
+                      : !grads_ok   ? "grads struct (size, reserved, tail or a NULL pointer)"
+                      : alias       ? "two gradients overlap"
                       : (flags & ~AUXTRUNK_BACKWARD_KNOWN_FLAGS) ? "flags"
-                      : batch < 1 || batch > t.c.max_batch ? "batch"
-                      : t.slot->recorded == 0 ? "no recorded forward"
-                      : t.slot->recorded != batch ? "batch differs from the recorded one" : NULL;
+                      : batch < 1 || batch > t.c.max_batch       ? "batch"
+                      : t.slot->recorded == 0                    ? "no recorded forward"
+                      : t.slot->recorded != batch ? "batch differs from the recorded one"
+                                                  : NULL;
     int valid = why == NULL;
-    int32_t st = a->backward(t.h, null_params ? NULL : params, null_x ? NULL : x.p,
-                             null_dout ? NULL : dout.p, batch, null_grads ? NULL : grads, flags,
-                             NULL);
+    int32_t st =
+        a->backward(t.h, null_params ? NULL : params, null_x ? NULL : x.p,
+                    null_dout ? NULL : dout.p, batch, null_grads ? NULL : grads, flags, NULL);
     check_status_why("backward", st, BACKWARD_ST, valid, why);
     fz_check(buf_same(&x, &x0) && buf_same(&dout, &dout0), "backward changed x or dout");
     for (int i = 0; i < 6; i++)
@@ -651,11 +720,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case 1:
-        case 2: op_forward(a, slots, &in, 1); break;
-        case 3: op_forward(a, slots, &in, 0); break;
-        case 4: op_backward(a, slots, &in); break;
-        case 5: op_memory(a, slots, &in); break;
-        case 6: op_destroy(a, slots, &in); break;
+        case 2:
+            op_forward(a, slots, &in, 1);
+            break;
+        case 3:
+            op_forward(a, slots, &in, 0);
+            break;
+        case 4:
+            op_backward(a, slots, &in);
+            break;
+        case 5:
+            op_memory(a, slots, &in);
+            break;
+        case 6:
+            op_destroy(a, slots, &in);
+            break;
         case 7: {
             int32_t s = (int32_t)fz_u32(&in);
             check_string("status_string", a->status_string(s));

@@ -73,7 +73,7 @@ static int run_host(const char *tag, ...)
     return rc >= 128 ? -1 : rc;
 }
 
-#define ck_assert_contains(hay, needle)                                                       \
+#define ck_assert_contains(hay, needle) \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle), (hay))
 
 /* ------------------------------------------------------------------------- */
@@ -252,17 +252,22 @@ START_TEST(test_help)
     ck_assert_contains(g_out, "Exit codes");
 
     ck_assert_int_eq(run_host("train", "train", "--help", NULL), 0);
-    const char *train_opts[] = {"--plugin-dir", "--plugin ",    "--steps",   "--batch",
-                                "--seed",       "--lr",         "--enc",     "--h1",
-                                "--h2",         "--aux",        "--csv",     "--svg",
-                                "--checkpoint", "--checkpoint-every", "--resume", "--quiet",
+    const char *train_opts[] = {"--plugin-dir", "--plugin ",
+                                "--steps",      "--batch",
+                                "--seed",       "--lr",
+                                "--enc",        "--h1",
+                                "--h2",         "--aux",
+                                "--csv",        "--svg",
+                                "--checkpoint", "--checkpoint-every",
+                                "--resume",     "--quiet",
                                 "Exit codes"};
     for (size_t i = 0; i < sizeof train_opts / sizeof train_opts[0]; i++)
         ck_assert_contains(g_out, train_opts[i]);
 
     ck_assert_int_eq(run_host("bench", "bench", "--help", NULL), 0);
-    const char *bench_opts[] = {"--plugin-dir", "--batches", "--iters", "--warmup", "--csv",
-                                "2*B*(ENC*H1 + H1*H2 + H2*AUX)", "Exit codes"};
+    const char *bench_opts[] = {"--plugin-dir", "--batches", "--iters",
+                                "--warmup",     "--csv",     "2*B*(ENC*H1 + H1*H2 + H2*AUX)",
+                                "Exit codes"};
     for (size_t i = 0; i < sizeof bench_opts / sizeof bench_opts[0]; i++)
         ck_assert_contains(g_out, bench_opts[i]);
 
@@ -312,24 +317,35 @@ START_TEST(test_strict_numbers)
     static const struct {
         const char *opt, *value, *says;
     } bad[] = {
-        {"--steps", "010", "decimal"},       {"--steps", "08", "decimal"},
-        {"--seed", " -1", "decimal"},        {"--steps", "-1", "decimal"},
-        {"--steps", "+5", "decimal"},        {"--steps", "0x10", "decimal"},
+        {"--steps", "010", "decimal"},
+        {"--steps", "08", "decimal"},
+        {"--seed", " -1", "decimal"},
+        {"--steps", "-1", "decimal"},
+        {"--steps", "+5", "decimal"},
+        {"--steps", "0x10", "decimal"},
         {"--steps", "18446744073709551616", "outside"},
-        {"--batch", "0", "outside"},         {"--batch", " 64", "decimal"},
-        {"--lr", "1e-50", "outside"},        {"--lr", "0", "outside"},
-        {"--lr", "nan", "finite"},           {"--lr", "inf", "finite"},
-        {"--swap-timeout", "-1", "outside"}, {"--swap-timeout", "0", "outside"},
-        {"--swap-timeout", "nan", "finite"}, {"--swap-timeout", "inf", "finite"},
-        {"--rollback-steps", "0", "outside"}, {"--swap-poll-ms", "0", "outside"},
-        {"--checkpoint-every", "0", "outside"}, {"--log-every", "0", "outside"},
-        {"--enc", "99999", "outside"},       {"--device", "-1", "outside"},
+        {"--batch", "0", "outside"},
+        {"--batch", " 64", "decimal"},
+        {"--lr", "1e-50", "outside"},
+        {"--lr", "0", "outside"},
+        {"--lr", "nan", "finite"},
+        {"--lr", "inf", "finite"},
+        {"--swap-timeout", "-1", "outside"},
+        {"--swap-timeout", "0", "outside"},
+        {"--swap-timeout", "nan", "finite"},
+        {"--swap-timeout", "inf", "finite"},
+        {"--rollback-steps", "0", "outside"},
+        {"--swap-poll-ms", "0", "outside"},
+        {"--checkpoint-every", "0", "outside"},
+        {"--log-every", "0", "outside"},
+        {"--enc", "99999", "outside"},
+        {"--device", "-1", "outside"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char tag[32];
         snprintf(tag, sizeof tag, "strict%zu", i);
-        ck_assert_msg(run_host(tag, bad[i].opt, bad[i].value, NULL) == 2,
-                      "%s '%s' was accepted", bad[i].opt, bad[i].value);
+        ck_assert_msg(run_host(tag, bad[i].opt, bad[i].value, NULL) == 2, "%s '%s' was accepted",
+                      bad[i].opt, bad[i].value);
         ck_assert_contains(g_err, bad[i].opt);
         ck_assert_contains(g_err, bad[i].says);
     }
@@ -368,8 +384,10 @@ START_TEST(test_help_defaults_from_tables)
     tst_scratch(AUXTRUNK_TEST_TMP);
     ck_assert_int_eq(run_host("train", "train", "--help", NULL), 0);
     char want[128];
-    snprintf(want, sizeof want, "--steps N                train until step N (a resumed run "
-                                "continues to N) (default: %d)", ATH_TRAIN_STEPS);
+    snprintf(want, sizeof want,
+             "--steps N                train until step N (a resumed run "
+             "continues to N) (default: %d)",
+             ATH_TRAIN_STEPS);
     ck_assert_contains(g_out, want);
     snprintf(want, sizeof want, "(default: %d)\n  --seed", ATH_TRAIN_BATCH);
     ck_assert_contains(g_out, want);
@@ -597,8 +615,8 @@ START_TEST(test_default_task_trains)
         worst_end = fmax(worst_end, c->loss[i]);
     fprintf(stderr, "default task: loss %.6g -> %.6g (worst of last 10), %.1fx\n", c->loss[0],
             worst_end, c->loss[0] / worst_end);
-    ck_assert_msg(c->loss[0] >= 100.0 * worst_end, "loss %.6g -> %.6g: less than 100x",
-                  c->loss[0], worst_end);
+    ck_assert_msg(c->loss[0] >= 100.0 * worst_end, "loss %.6g -> %.6g: less than 100x", c->loss[0],
+                  worst_end);
     free(c);
     tst_scratch_done();
 }
@@ -617,13 +635,12 @@ START_TEST(test_resume_bit_exact)
     ck_assert_int_eq(run_host("full", COMMON, "--steps", "200", "--csv", tst_path_in("full.csv"),
                               "--checkpoint", tst_path_in("full.ck"), NULL),
                      0);
-    ck_assert_int_eq(run_host("part", COMMON, "--steps", "70", "--checkpoint-every", "25",
-                              "--csv", tst_path_in("a.csv"), "--checkpoint",
-                              tst_path_in("part.ck"), NULL),
+    ck_assert_int_eq(run_host("part", COMMON, "--steps", "70", "--checkpoint-every", "25", "--csv",
+                              tst_path_in("a.csv"), "--checkpoint", tst_path_in("part.ck"), NULL),
                      0);
     ck_assert_int_eq(run_host("resume", COMMON, "--steps", "200", "--resume",
-                              tst_path_in("part.ck"), "--csv", tst_path_in("b.csv"),
-                              "--checkpoint", tst_path_in("part.ck"), NULL),
+                              tst_path_in("part.ck"), "--csv", tst_path_in("b.csv"), "--checkpoint",
+                              tst_path_in("part.ck"), NULL),
                      0);
 #undef COMMON
     ck_assert_contains(g_out, "summary: 130 steps (71..200)");
@@ -692,19 +709,42 @@ START_TEST(test_bad_checkpoint_refused)
     ck_assert_uint_eq(n, ATH_CKPT_HEADER_SIZE + 3 * 4 * (8 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4));
     const char *topo_h1 = "8", *batch = "8", *seed = "1";
     switch (_i) {
-    case 0: break;
-    case 1: n -= 100; break;
-    case 2: n = 50; break;
-    case 3: n = 0; break;
-    case 4: d[ATH_CKPT_HEADER_SIZE + 123] ^= 0x10; break;
-    case 5: d[64] ^= 0x01; break; /* the step field */
-    case 6: d[0] = 'X'; break;
-    case 7: d[8] = 1; break;
-    case 8: topo_h1 = "16"; break;
-    case 9: batch = "16"; break;
-    case 10: seed = "2"; break;
-    case 11: break;
-    case 12: break;
+    case 0:
+        break;
+    case 1:
+        n -= 100;
+        break;
+    case 2:
+        n = 50;
+        break;
+    case 3:
+        n = 0;
+        break;
+    case 4:
+        d[ATH_CKPT_HEADER_SIZE + 123] ^= 0x10;
+        break;
+    case 5:
+        d[64] ^= 0x01;
+        break; /* the step field */
+    case 6:
+        d[0] = 'X';
+        break;
+    case 7:
+        d[8] = 1;
+        break;
+    case 8:
+        topo_h1 = "16";
+        break;
+    case 9:
+        batch = "16";
+        break;
+    case 10:
+        seed = "2";
+        break;
+    case 11:
+        break;
+    case 12:
+        break;
     }
     if (_i != 12)
         tst_spit(bad, d, n, 0644);
@@ -713,8 +753,8 @@ START_TEST(test_bad_checkpoint_refused)
         fputs("extra", f);
         fclose(f);
     }
-    int rc = run_host("resume", "--enc", "8", "--h1", topo_h1, "--h2", "8", "--aux", "4",
-                      "--batch", batch, "--seed", seed, "--steps", "9", "--resume", bad, NULL);
+    int rc = run_host("resume", "--enc", "8", "--h1", topo_h1, "--h2", "8", "--aux", "4", "--batch",
+                      batch, "--seed", seed, "--steps", "9", "--resume", bad, NULL);
     if (!c->text) {
         ck_assert_msg(rc == 0, "%s: exit %d: %s", c->what, rc, g_err);
         ck_assert_contains(g_out, "resuming at step 5");
@@ -882,9 +922,8 @@ START_TEST(test_outputs_never_inputs)
         free(so2);
     }
     /* Resuming from and writing to the same checkpoint is the normal case. */
-    ck_assert_int_eq(run_host("same", SMALL, "--steps", "20", "--resume", ck, "--checkpoint", ck,
-                              NULL),
-                     0);
+    ck_assert_int_eq(
+        run_host("same", SMALL, "--steps", "20", "--resume", ck, "--checkpoint", ck, NULL), 0);
     free(before);
     free(so);
     tst_scratch_done();
@@ -903,14 +942,16 @@ START_TEST(test_unwritable_outputs_fail_first)
         const char *opt, *path;
         int code;
     } bad[] = {
-        {"--checkpoint", nodir, 4}, {"--svg", nodir, 1}, {"--csv", nodir, 1},
-        {"--checkpoint", tst_path_in("adir"), 4}, {"--svg", tst_path_in("adir"), 1},
+        {"--checkpoint", nodir, 4},
+        {"--svg", nodir, 1},
+        {"--csv", nodir, 1},
+        {"--checkpoint", tst_path_in("adir"), 4},
+        {"--svg", tst_path_in("adir"), 1},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run_host("unw", SMALL, "--steps", "100000000", "--log-every", "1", bad[i].opt,
                           bad[i].path, NULL);
-        ck_assert_msg(rc == bad[i].code, "%s %s: exit %d\n%s", bad[i].opt, bad[i].path, rc,
-                      g_err);
+        ck_assert_msg(rc == bad[i].code, "%s %s: exit %d\n%s", bad[i].opt, bad[i].path, rc, g_err);
         ck_assert_contains(g_err, bad[i].opt);
         ck_assert_msg(!strstr(g_out, "step "), "trained before refusing %s:\n%s", bad[i].opt,
                       g_out);
@@ -935,8 +976,7 @@ START_TEST(test_existing_checkpoint_kept)
     size_t n1;
     char *after = tst_slurp(ck, &n1);
     ck_assert(n1 == n0 && memcmp(before, after, n0) == 0);
-    ck_assert_int_eq(run_host("c", SMALL, "--steps", "10", "--checkpoint", ck, "--overwrite",
-                              NULL),
+    ck_assert_int_eq(run_host("c", SMALL, "--steps", "10", "--checkpoint", ck, "--overwrite", NULL),
                      0);
     ath_ckpt_meta_t m;
     ath_err_t err;
@@ -967,8 +1007,7 @@ START_TEST(test_fifo_and_device_inputs)
     ck_assert_contains(g_err, "FIFO");
     ck_assert_int_eq(run_host("s", SMALL, "--steps", "5", "--plugin-sha256", fifo, NULL), 3);
     ck_assert_contains(g_err, "FIFO");
-    ck_assert_int_eq(run_host("z", SMALL, "--steps", "5", "--plugin-sha256", "/dev/zero", NULL),
-                     3);
+    ck_assert_int_eq(run_host("z", SMALL, "--steps", "5", "--plugin-sha256", "/dev/zero", NULL), 3);
     ck_assert_contains(g_err, "not a regular file");
     tst_scratch_done();
 }
@@ -994,9 +1033,24 @@ START_TEST(test_plugin_private_in_every_mode)
     /* Overwrite the file in place, page by page with junk, while a run uses it. */
     char out[4400];
     snprintf(out, sizeof out, "%s/long.out", tst_scratch_dir());
-    char *argv[] = {(char *)AUXTRUNK_HOST_EXE, "--enc", "64", "--h1", "64", "--h2", "64",
-                    "--aux", "16", "--batch", "64", "--steps", "3000", "--log-every", "1",
-                    "--plugin-dir", dir, NULL};
+    char *argv[] = {(char *)AUXTRUNK_HOST_EXE,
+                    "--enc",
+                    "64",
+                    "--h1",
+                    "64",
+                    "--h2",
+                    "64",
+                    "--aux",
+                    "16",
+                    "--batch",
+                    "64",
+                    "--steps",
+                    "3000",
+                    "--log-every",
+                    "1",
+                    "--plugin-dir",
+                    dir,
+                    NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -1049,8 +1103,16 @@ START_TEST(test_checkpoint_header_first)
     ck_assert_int_eq(run_host("ck", SMALL, "--steps", "5", "--checkpoint", ck, NULL), 0);
     ck_assert(truncate(ck, (off_t)4 << 30) == 0);
 
-    ath_ckpt_meta_t expect = {.enc = 8, .h1 = 8, .h2 = 8, .aux = 4, .batch = 8, .seed = 1,
-                              .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    ath_ckpt_meta_t expect = {.enc = 8,
+                              .h1 = 8,
+                              .h2 = 8,
+                              .aux = 4,
+                              .batch = 8,
+                              .seed = 1,
+                              .lr = 1e-3f,
+                              .beta1 = 0.9f,
+                              .beta2 = 0.999f,
+                              .eps = 1e-8f};
     size_t n = 8 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4;
     float *p = malloc(3 * n * sizeof(float));
     ath_ckpt_meta_t got;
@@ -1220,9 +1282,9 @@ START_TEST(test_bench_cpu)
     tst_scratch(AUXTRUNK_TEST_TMP);
     const char *csv = tst_path_in("bench.csv"), *svg = tst_path_in("bench.svg");
     int rc = run_host("bench", "bench", "--plugin-dir", CPU_PLUGIN_DIR, "--plugin", "cpu",
-                      "--batches", "8,33", "--enc", "64", "--h1", "48", "--h2", "32", "--aux",
-                      "16", "--iters", "5", "--warmup", "1", "--min-iters", "2", "--rotate-mib",
-                      "1", "--csv", csv, "--svg", svg, NULL);
+                      "--batches", "8,33", "--enc", "64", "--h1", "48", "--h2", "32", "--aux", "16",
+                      "--iters", "5", "--warmup", "1", "--min-iters", "2", "--rotate-mib", "1",
+                      "--csv", csv, "--svg", svg, NULL);
     ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
     char *doc = tst_slurp(svg, NULL);
     const char *why = xml_check(doc, "svg");
@@ -1269,11 +1331,11 @@ START_TEST(test_bench_cpu)
         ck_assert(iters >= 2 && iters <= 5);
         ck_assert(sets >= 2);
         ck_assert(fwd > 0 && bwd > 0 && step >= fwd && step >= bwd);
-        double flop = ath_bench_flop_forward(B, 64, 48, 32, 16) +
-                      ath_bench_flop_backward(B, 64, 48, 32, 16);
+        double flop =
+            ath_bench_flop_forward(B, 64, 48, 32, 16) + ath_bench_flop_backward(B, 64, 48, 32, 16);
         double want = flop / (step * 1e-6) / 1e12;
-        ck_assert_msg(fabs(step_tf - want) <= 1e-3 * want + 1e-6, "TFLOP/s %g, formula %g",
-                      step_tf, want);
+        ck_assert_msg(fabs(step_tf - want) <= 1e-3 * want + 1e-6, "TFLOP/s %g, formula %g", step_tf,
+                      want);
         ck_assert(host_bytes > 0);
         /* step_graph_us, the last field, is empty for a host plugin. */
         size_t len = strlen(line);
@@ -1303,8 +1365,7 @@ START_TEST(test_devmem_graph)
         return;
     }
     const ath_devmem_ops_t *c = m->ops;
-    ck_assert(c->capture_begin && c->capture_end && c->capture_abort && c->replay &&
-              c->graph_free);
+    ck_assert(c->capture_begin && c->capture_end && c->capture_abort && c->replay && c->graph_free);
     float src[64], back[64], *d = NULL;
     for (int i = 0; i < 64; i++)
         src[i] = (float)i - 20.5f;

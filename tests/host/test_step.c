@@ -55,7 +55,7 @@ extern char **environ;
 static uint64_t g_seed;
 static struct counts {
     int ran, skipped;
-} *g_counts;
+} * g_counts;
 
 /* ------------------------------------------------------------------------- */
 /* Running auxtrunk-host                                                     */
@@ -98,15 +98,15 @@ static int run_train(const char *tag, ...)
     return wait_host(tag, spawn_host(tag, args), 600.0);
 }
 
-#define ck_assert_contains(hay, needle)                                                       \
+#define ck_assert_contains(hay, needle) \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle), (hay))
 
 static void assert_same_file(const char *a, const char *b)
 {
     size_t na, nb;
     char *da = tst_slurp(a, &na), *db = tst_slurp(b, &nb);
-    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ (%zu vs %zu bytes)", a,
-                  b, na, nb);
+    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ (%zu vs %zu bytes)", a, b,
+                  na, nb);
     free(da);
     free(db);
 }
@@ -145,8 +145,8 @@ static uint64_t checkpoint_step(const char *path)
 
 static void load_checkpoint(const char *path, uint64_t *step, float *params, float *m, float *v)
 {
-    ath_ckpt_meta_t expect = {16, 16, 16, 8, 16, 1, 1e-3f, ATH_ADAM_BETA1, ATH_ADAM_BETA2,
-                              ATH_ADAM_EPS, 0, 0, 0, 0},
+    ath_ckpt_meta_t expect = {16,           16, 16, 8, 16, 1, 1e-3f, ATH_ADAM_BETA1, ATH_ADAM_BETA2,
+                              ATH_ADAM_EPS, 0,  0,  0, 0},
                     got;
     ath_err_t err = {{0}};
     ck_assert_msg(ath_ckpt_load(path, &expect, &got, params, m, v, SMALL_P, &err) == 0, "%s",
@@ -158,11 +158,11 @@ static void load_checkpoint(const char *path, uint64_t *step, float *params, flo
 /* canon: the step's arithmetic against double precision                    */
 
 /* Bounds (docs/host.md "The canonical step"). */
-#define TANH_TOL 4e-7      /* absolute, |x| <= 20 */
-#define FEATURE_TOL 2e-6   /* absolute: x in (-1, 1) */
-#define TARGET_TOL 2e-6    /* relative to the largest |target| */
-#define LOSS_TOL 1e-5      /* relative */
-#define ADAM_TOL 5e-6      /* relative to the largest |parameter| */
+#define TANH_TOL 4e-7    /* absolute, |x| <= 20 */
+#define FEATURE_TOL 2e-6 /* absolute: x in (-1, 1) */
+#define TARGET_TOL 2e-6  /* relative to the largest |target| */
+#define LOSS_TOL 1e-5    /* relative */
+#define ADAM_TOL 5e-6    /* relative to the largest |parameter| */
 
 START_TEST(test_tanh_vs_double)
 {
@@ -375,7 +375,7 @@ START_TEST(test_verdict_freezes)
     const float b1t = sc.b1t;
     ath_step_verdict(&sc, 0.5f, 1, hp); /* step 3: a non-finite gradient */
     ck_assert(!sc.ok && sc.fault_step == 3 && sc.fault_kind == ATH_FAULT_GRAD && sc.t == 2);
-    ath_step_verdict(&sc, NAN, 0, hp); /* step 4: the first fault stays */
+    ath_step_verdict(&sc, NAN, 0, hp);  /* step 4: the first fault stays */
     ath_step_verdict(&sc, 0.5f, 0, hp); /* step 5: finite, still frozen */
     ck_assert(!sc.ok && sc.fault_step == 3 && sc.fault_kind == ATH_FAULT_GRAD);
     ck_assert(sc.t == 2 && sc.step == 5 && sc.b1t == b1t);
@@ -401,9 +401,9 @@ START_TEST(test_two_runs_identical)
         char csv[64], ck[64];
         snprintf(csv, sizeof csv, "%d.csv", i);
         snprintf(ck, sizeof ck, "%d.ck", i);
-        ck_assert_int_eq(run_train(csv, "--plugin-dir", CPU_PLUGIN_DIR, "--batch", "37",
-                                   "--steps", "60", "--quiet", "--csv", tst_path_in(csv),
-                                   "--checkpoint", tst_path_in(ck), NULL),
+        ck_assert_int_eq(run_train(csv, "--plugin-dir", CPU_PLUGIN_DIR, "--batch", "37", "--steps",
+                                   "60", "--quiet", "--csv", tst_path_in(csv), "--checkpoint",
+                                   tst_path_in(ck), NULL),
                          0);
     }
     assert_same_file(tst_path_in("0.csv"), tst_path_in("1.csv"));
@@ -421,8 +421,8 @@ START_TEST(test_cpu_and_blocked_identical)
         char csv[64], ck[64];
         snprintf(csv, sizeof csv, "%d.csv", i);
         snprintf(ck, sizeof ck, "%d.ck", i);
-        ck_assert_int_eq(run_train(csv, "--plugin-dir", dirs[i], "--batch", "300", "--steps",
-                                   "12", "--quiet", "--csv", tst_path_in(csv), "--checkpoint",
+        ck_assert_int_eq(run_train(csv, "--plugin-dir", dirs[i], "--batch", "300", "--steps", "12",
+                                   "--quiet", "--csv", tst_path_in(csv), "--checkpoint",
                                    tst_path_in(ck), NULL),
                          0);
     }
@@ -491,8 +491,8 @@ END_TEST
 START_TEST(test_nan_gradient_never_applied)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
-    int rc = run_train("bad", "--plugin-dir", SWAP_FX_DIR "/nan_grad_later", SMALL, "--steps",
-                       "40", "--quiet", "--csv", tst_path_in("bad.csv"), "--checkpoint",
+    int rc = run_train("bad", "--plugin-dir", SWAP_FX_DIR "/nan_grad_later", SMALL, "--steps", "40",
+                       "--quiet", "--csv", tst_path_in("bad.csv"), "--checkpoint",
                        tst_path_in("bad.ck"), "--checkpoint-every", "1", NULL);
     ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, g_out, g_err);
     ck_assert_contains(g_err, "a gradient is not finite at step 4");
@@ -512,9 +512,20 @@ START_TEST(test_csv_flushed_with_checkpoints)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
     const char *ck = tst_path_in("q.ck"), *csv = tst_path_in("q.csv");
-    char *args[] = {"train", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", "100000000",
-                    "--quiet", "--csv", (char *)csv, "--checkpoint", (char *)ck,
-                    "--checkpoint-every", "7", NULL};
+    char *args[] = {"train",
+                    "--plugin-dir",
+                    CPU_PLUGIN_DIR,
+                    SMALL,
+                    "--steps",
+                    "100000000",
+                    "--quiet",
+                    "--csv",
+                    (char *)csv,
+                    "--checkpoint",
+                    (char *)ck,
+                    "--checkpoint-every",
+                    "7",
+                    NULL};
     pid_t pid = spawn_host("q", args);
     for (int i = 0; i < 3000 && checkpoint_step(ck) < 300; i++) {
         const struct timespec ts = {0, 10 * 1000 * 1000};
@@ -537,9 +548,20 @@ START_TEST(test_hung_call_watchdog)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
     const char *ck = tst_path_in("h.ck");
-    char *args[] = {"train", "--plugin-dir", SWAP_FX_DIR "/hang_later", SMALL, "--steps", "100",
-                    "--quiet", "--checkpoint", (char *)ck, "--checkpoint-every", "5",
-                    "--call-timeout", "1", NULL};
+    char *args[] = {"train",
+                    "--plugin-dir",
+                    SWAP_FX_DIR "/hang_later",
+                    SMALL,
+                    "--steps",
+                    "100",
+                    "--quiet",
+                    "--checkpoint",
+                    (char *)ck,
+                    "--checkpoint-every",
+                    "5",
+                    "--call-timeout",
+                    "1",
+                    NULL};
     int rc = wait_host("h", spawn_host("h", args), 30.0);
     ck_assert_msg(rc == 5, "exit %d\n%s\n%s", rc, g_out, g_err);
     ck_assert_contains(g_err, "a plugin call at step 30 has not returned after 1 s");
@@ -572,9 +594,22 @@ START_TEST(test_sigterm_clean_shutdown)
     const char *ck = tst_path_in("t.ck"), *csv = tst_path_in("t.csv");
     char at[4400];
     snprintf(at, sizeof at, "100000000:%s", BLOCKED_PLUGIN_DIR);
-    char *args[] = {"train", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", "100000000",
-                    "--quiet", "--csv", (char *)csv, "--checkpoint", (char *)ck,
-                    "--checkpoint-every", "50", "--swap-at", at, NULL};
+    char *args[] = {"train",
+                    "--plugin-dir",
+                    CPU_PLUGIN_DIR,
+                    SMALL,
+                    "--steps",
+                    "100000000",
+                    "--quiet",
+                    "--csv",
+                    (char *)csv,
+                    "--checkpoint",
+                    (char *)ck,
+                    "--checkpoint-every",
+                    "50",
+                    "--swap-at",
+                    at,
+                    NULL};
     pid_t pid = spawn_host("t", args);
     for (int i = 0; i < 3000 && checkpoint_step(ck) < 100; i++) {
         const struct timespec ts = {0, 10 * 1000 * 1000};
@@ -593,11 +628,11 @@ START_TEST(test_sigterm_clean_shutdown)
     /* Continue 20 steps from it; compare with one run straight to there. */
     char to[32];
     snprintf(to, sizeof to, "%llu", (unsigned long long)end + 20);
-    ck_assert_int_eq(run_train("r", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", to,
-                               "--quiet", "--resume", ck, "--checkpoint", ck, NULL),
+    ck_assert_int_eq(run_train("r", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", to, "--quiet",
+                               "--resume", ck, "--checkpoint", ck, NULL),
                      0);
-    ck_assert_int_eq(run_train("s", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", to,
-                               "--quiet", "--checkpoint", tst_path_in("s.ck"), NULL),
+    ck_assert_int_eq(run_train("s", "--plugin-dir", CPU_PLUGIN_DIR, SMALL, "--steps", to, "--quiet",
+                               "--checkpoint", tst_path_in("s.ck"), NULL),
                      0);
     assert_same_file(ck, tst_path_in("s.ck"));
     unsetenv("TMPDIR");
@@ -618,15 +653,15 @@ static int have_cuda(void)
     return 1;
 }
 
-#define REQUIRE_GPU()                                                                         \
-    do {                                                                                      \
-        if (!have_cuda()) {                                                                   \
-            printf("no CUDA device: %s skipped\n", __func__);                                \
-            fflush(stdout);                                                                   \
-            g_counts->skipped++;                                                              \
-            return;                                                                           \
-        }                                                                                     \
-        g_counts->ran++;                                                                      \
+#define REQUIRE_GPU()                                         \
+    do {                                                      \
+        if (!have_cuda()) {                                   \
+            printf("no CUDA device: %s skipped\n", __func__); \
+            fflush(stdout);                                   \
+            g_counts->skipped++;                              \
+            return;                                           \
+        }                                                     \
+        g_counts->ran++;                                      \
     } while (0)
 
 /* The GPU runs: production topology, a batch that is not a multiple of the
@@ -640,8 +675,8 @@ static void gpu_run(const char *tag, const char *dir, const char *steps, const c
     snprintf(csv, sizeof csv, "%s.csv", tag);
     snprintf(ck, sizeof ck, "%s.ck", tag);
     int rc = run_train(tag, "--plugin-dir", dir, GPU_RUN, "--steps", steps, "--csv",
-                       tst_path_in(csv), "--checkpoint", tst_path_in(ck), extra1 ? extra1 : "--quiet",
-                       extra2 ? extra2 : "--quiet", NULL);
+                       tst_path_in(csv), "--checkpoint", tst_path_in(ck),
+                       extra1 ? extra1 : "--quiet", extra2 ? extra2 : "--quiet", NULL);
     ck_assert_msg(rc == 0, "%s: exit %d\n%s\n%s", tag, rc, g_out, g_err);
     const char *summary = strstr(g_out, "summary:");
     fprintf(stderr, "gpu: %s:\n%s", tag, summary ? summary : g_out);
@@ -704,9 +739,8 @@ START_TEST(test_gpu_swap_chain)
     snprintf(a2, sizeof a2, "50:%s", CUDA_V1_DIR);
     snprintf(a3, sizeof a3, "90:%s", BLOCKED_PLUGIN_DIR);
     int rc = run_train("swap", "--plugin-dir", CPU_PLUGIN_DIR, GPU_RUN, "--steps", "120", "--csv",
-                       tst_path_in("swap.csv"), "--checkpoint", tst_path_in("swap.ck"),
-                       "--swap-at", a1, "--swap-at", a2, "--swap-at", a3, "--rollback-steps",
-                       "5", NULL);
+                       tst_path_in("swap.csv"), "--checkpoint", tst_path_in("swap.ck"), "--swap-at",
+                       a1, "--swap-at", a2, "--swap-at", a3, "--rollback-steps", "5", NULL);
     ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, g_out, g_err);
     ck_assert_contains(g_out, "summary: hot-swap: 3 taken, 0 refused");
     ck_assert_contains(g_out, "summary: plugin cpu-blocked");
@@ -912,8 +946,8 @@ static Suite *make_suite(void)
 int main(void)
 {
     g_seed = tst_seed("test_step");
-    g_counts = mmap(NULL, sizeof *g_counts, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                    -1, 0);
+    g_counts =
+        mmap(NULL, sizeof *g_counts, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_counts == MAP_FAILED)
         return 2;
     SRunner *sr = srunner_create(make_suite());

@@ -7,8 +7,8 @@
 #include "auxtrunk_canon.h"
 
 /* Section 1. */
-static void layer(const float *a, const float *w, const float *c, int batch, int K, int N,
-                  int elu, float *y)
+static void layer(const float *a, const float *w, const float *c, int batch, int K, int N, int elu,
+                  float *y)
 {
     for (int b = 0; b < batch; b++)
         for (int n = 0; n < N; n++) {
@@ -19,8 +19,8 @@ static void layer(const float *a, const float *w, const float *c, int batch, int
         }
 }
 
-void canon32_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch,
-                     float *h1, float *h2, float *out)
+void canon32_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch, float *h1,
+                     float *h2, float *out)
 {
     float *t1 = h1 ? h1 : malloc((size_t)batch * d.h1 * sizeof *t1);
     float *t2 = h2 ? h2 : malloc((size_t)batch * d.h2 * sizeof *t2);
@@ -66,8 +66,8 @@ static void batch_sums(const float *a, const float *g, int batch, int K, int N, 
         for (int n = 0; n < N; n++) {
             for (int i = 0; i < nc; i++) {
                 float p = 0.0f;
-                int end = (i + 1) * AUXTRUNK_CANON_CHUNK < batch ? (i + 1) * AUXTRUNK_CANON_CHUNK
-                                                                 : batch;
+                int end =
+                    (i + 1) * AUXTRUNK_CANON_CHUNK < batch ? (i + 1) * AUXTRUNK_CANON_CHUNK : batch;
                 for (int b = i * AUXTRUNK_CANON_CHUNK; b < end; b++)
                     p = fmaf(a[(size_t)b * K + k], g[(size_t)b * N + n], p);
                 q[i] = p;
@@ -77,8 +77,8 @@ static void batch_sums(const float *a, const float *g, int batch, int K, int N, 
     for (int n = 0; n < N; n++) {
         for (int i = 0; i < nc; i++) {
             float p = 0.0f;
-            int end = (i + 1) * AUXTRUNK_CANON_CHUNK < batch ? (i + 1) * AUXTRUNK_CANON_CHUNK
-                                                             : batch;
+            int end =
+                (i + 1) * AUXTRUNK_CANON_CHUNK < batch ? (i + 1) * AUXTRUNK_CANON_CHUNK : batch;
             for (int b = i * AUXTRUNK_CANON_CHUNK; b < end; b++)
                 p = p + g[(size_t)b * N + n];
             q[i] = p;

@@ -10,8 +10,8 @@
 #include "ref64.h" /* ref64_dims_t, ref64_params_t */
 
 /* out [B, AUX]; h1, h2 optional (NULL). */
-void canon32_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch,
-                     float *h1, float *h2, float *out);
+void canon32_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch, float *h1,
+                     float *h2, float *out);
 
 /* Gradients in float, overwrite semantics. Returns 0, or -1 on out of memory. */
 int canon32_backward(ref64_dims_t d, const ref64_params_t *p, const float *x, const float *dout,

@@ -17,8 +17,8 @@ static void layer_forward(const double *a, const float *w, const float *c, int b
     }
 }
 
-void ref64_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch,
-                   double *h1, double *h2, double *out)
+void ref64_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch, double *h1,
+                   double *h2, double *out)
 {
     size_t nx = (size_t)batch * d.enc;
     double *xd = malloc(nx * sizeof *xd);

@@ -19,8 +19,8 @@ typedef struct ref64_params {
 } ref64_params_t;
 
 /* out [B, AUX]; h1 [B, H1] and h2 [B, H2] may be NULL if not wanted. */
-void ref64_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch,
-                   double *h1, double *h2, double *out);
+void ref64_forward(ref64_dims_t d, const ref64_params_t *p, const float *x, int batch, double *h1,
+                   double *h2, double *out);
 
 /* Gradients of sum(out ⊙ dout) for the six parameters (double, layouts of the
  * parameters). Allocates its own scratch; returns 0, or -1 on out of memory. */

@@ -42,8 +42,8 @@ uint64_t tst_seed(const char *who)
             clock_gettime(CLOCK_REALTIME, &ts);
             seed = (uint64_t)ts.tv_sec * UINT64_C(1000000007) ^ (uint64_t)ts.tv_nsec;
         }
-        fprintf(stderr, "%s: seed %llu (set AUXTRUNK_SEED=%llu to reproduce)\n",
-                who ? who : "test", (unsigned long long)seed, (unsigned long long)seed);
+        fprintf(stderr, "%s: seed %llu (set AUXTRUNK_SEED=%llu to reproduce)\n", who ? who : "test",
+                (unsigned long long)seed, (unsigned long long)seed);
         printed = 1;
     }
     return seed;

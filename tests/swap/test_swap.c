@@ -164,16 +164,17 @@ static void assert_same_file(const char *a, const char *b)
 {
     size_t na, nb;
     char *da = tst_slurp(a, &na), *db = tst_slurp(b, &nb);
-    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ (%zu vs %zu bytes)", a,
-                  b, na, nb);
+    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ (%zu vs %zu bytes)", a, b,
+                  na, nb);
     free(da);
     free(db);
 }
 
 /* The small training task every exe-level test uses: batch 300 crosses a
  * canonical chunk boundary, so the batch-sum tree is exercised too. */
-#define TASK "--enc", "24", "--h1", "20", "--h2", "17", "--aux", "9", "--batch", "300", \
-             "--steps", "40", "--quiet"
+#define TASK                                                                                    \
+    "--enc", "24", "--h1", "20", "--h2", "17", "--aux", "9", "--batch", "300", "--steps", "40", \
+        "--quiet"
 
 /* The unswapped run: its CSV and checkpoint are the reference. */
 static void reference_run(void)
@@ -212,8 +213,8 @@ static void assert_written(const float *p, size_t n, const char *what)
 static void assert_bits(const float *a, const float *b, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(memcmp(&a[i], &b[i], 4) == 0, "%s[%zu]: %.9g vs %.9g", what, i,
-                      (double)a[i], (double)b[i]);
+        ck_assert_msg(memcmp(&a[i], &b[i], 4) == 0, "%s[%zu]: %.9g vs %.9g", what, i, (double)a[i],
+                      (double)b[i]);
 }
 
 typedef struct shape {
@@ -279,10 +280,10 @@ static void blocked_case(shape_t sh, tst_rng_t *rng)
     /* Accumulate onto the same random contents. */
     tst_rng_fill(rng, g1, l.count, -1.0f, 1.0f);
     memcpy(g2, g1, l.count * 4);
-    ck_assert(cpu.api.backward(cpu.handle, &p, x, dout, sh.batch, &q1,
-                               AUXTRUNK_BACKWARD_ACCUMULATE, NULL) == AUXTRUNK_OK);
-    ck_assert(blk.api.backward(blk.handle, &p, x, dout, sh.batch, &q2,
-                               AUXTRUNK_BACKWARD_ACCUMULATE, NULL) == AUXTRUNK_OK);
+    ck_assert(cpu.api.backward(cpu.handle, &p, x, dout, sh.batch, &q1, AUXTRUNK_BACKWARD_ACCUMULATE,
+                               NULL) == AUXTRUNK_OK);
+    ck_assert(blk.api.backward(blk.handle, &p, x, dout, sh.batch, &q2, AUXTRUNK_BACKWARD_ACCUMULATE,
+                               NULL) == AUXTRUNK_OK);
     assert_bits(g1, g2, l.count, "accumulated grads");
 
     /* A smaller batch on the same handle (workspace sized for max_batch). */
@@ -307,7 +308,7 @@ START_TEST(test_blocked_matches_cpu_and_canon)
      * tree differs from a running sum), and a width above the 4096-float sum
      * tile (one row per tile). */
     const shape_t shapes[] = {
-        {1, 1, 1, 1, 1},     {5, 17, 3, 33, 7},  {24, 20, 17, 9, 300},
+        {1, 1, 1, 1, 1},      {5, 17, 3, 33, 7},    {24, 20, 17, 9, 300},
         {16, 32, 16, 8, 513}, {3, 4099, 5, 2, 260}, {7, 9, 5, 3, 1300},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -394,10 +395,10 @@ START_TEST(test_swap_curve_bit_identical)
     snprintf(a1, sizeof a1, "10:%s", BLOCKED_PLUGIN_DIR);
     snprintf(a2, sizeof a2, "25:%s", CPU_PLUGIN_DIR);
     snprintf(a3, sizeof a3, "31:%s", BLOCKED_SO);
-    int rc = run_host("swap.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--csv",
-                      tst_path_in("swap.csv"), "--checkpoint", tst_path_in("swap.ckpt"),
-                      "--swap-at", a1, "--swap-at", a2, "--swap-at", a3, "--rollback-steps", "3",
-                      NULL);
+    int rc =
+        run_host("swap.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--csv",
+                 tst_path_in("swap.csv"), "--checkpoint", tst_path_in("swap.ckpt"), "--swap-at", a1,
+                 "--swap-at", a2, "--swap-at", a3, "--rollback-steps", "3", NULL);
     ck_assert_msg(rc == 0, "swapped run failed (%d):\n%s", rc, g_out);
     ck_assert_msg(count_of(g_out, ": took ") == 3, "expected three swaps:\n%s", g_out);
     const char *l = line_with("after step 10 (--swap-at): took cpu-blocked");
@@ -419,8 +420,8 @@ START_TEST(test_swap_inexact_within_tolerance)
     tst_scratch(AUXTRUNK_TEST_TMP);
     char a1[4400];
     snprintf(a1, sizeof a1, "5:%s", FX("inexact"));
-    int rc = run_host("inexact.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--swap-at",
-                      a1, NULL);
+    int rc = run_host("inexact.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--swap-at", a1,
+                      NULL);
     ck_assert_msg(rc == 0, "run failed (%d):\n%s", rc, g_out);
     const char *l = line_with("took fixture");
     ck_assert_msg(l && strstr(l, "within tolerance"), "non-exact version not taken:\n%s", g_out);
@@ -457,7 +458,7 @@ START_TEST(test_refuse_every_bad_file)
     reference_run();
     make_bad_files();
     static const struct {
-        const char *file; /* in the scratch dir if no '/' */
+        const char *file;      /* in the scratch dir if no '/' */
         const char *expect[2]; /* both on the refusal line */
     } bad[] = {
         {"truncated.so", {"not-loadable", "truncated"}},
@@ -487,8 +488,8 @@ START_TEST(test_refuse_every_bad_file)
 #define A2(i) argv_at[2 * (i)], argv_at[2 * (i) + 1]
     int rc = run_host("refuse.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--csv",
                       tst_path_in("refuse.csv"), "--checkpoint", tst_path_in("refuse.ckpt"),
-                      "--swap-timeout", "2", A2(0), A2(1), A2(2), A2(3), A2(4), A2(5), A2(6),
-                      A2(7), A2(8), A2(9), A2(10), A2(11), A2(12), NULL);
+                      "--swap-timeout", "2", A2(0), A2(1), A2(2), A2(3), A2(4), A2(5), A2(6), A2(7),
+                      A2(8), A2(9), A2(10), A2(11), A2(12), NULL);
 #undef A2
     ck_assert_msg(rc == 0, "training did not survive the bad files (%d):\n%s", rc, g_out);
     for (int i = 0; i < n; i++) {
@@ -553,12 +554,11 @@ START_TEST(test_rolled_back_file_refused_again)
     char a1[4400], a2[4400];
     snprintf(a1, sizeof a1, "10:%s", FX("fail_later"));
     snprintf(a2, sizeof a2, "20:%s", FX("fail_later"));
-    int rc = run_host("again.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--swap-at",
-                      a1, "--swap-at", a2, NULL);
+    int rc = run_host("again.log", "train", "--plugin-dir", CPU_PLUGIN_DIR, TASK, "--swap-at", a1,
+                      "--swap-at", a2, NULL);
     ck_assert_msg(rc == 0, "run failed (%d):\n%s", rc, g_out);
     const char *l = line_with("after step 20 (--swap-at): refused");
-    ck_assert_msg(l && strstr(l, "rolled-back-before") && strstr(l, "after step 13"), "%s",
-                  g_out);
+    ck_assert_msg(l && strstr(l, "rolled-back-before") && strstr(l, "after step 13"), "%s", g_out);
     tst_scratch_done();
 }
 END_TEST
@@ -665,8 +665,7 @@ static void api_live_works(api_t *a)
 static void api_wait_taken(api_t *a, unsigned taken)
 {
     double end = ath_now_s() + 5.0;
-    while (ath_swap_stats(a->s).taken + ath_swap_stats(a->s).refused < taken &&
-           ath_now_s() < end) {
+    while (ath_swap_stats(a->s).taken + ath_swap_stats(a->s).refused < taken && ath_now_s() < end) {
         ath_swap_poll(a->s, ++a->step, a->params, &a->live);
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
@@ -764,8 +763,7 @@ static void dir_replaced_case(int remove_old)
     copy_file(BLOCKED_SO, file, 0644);
     api_wait_taken(&a, 1);
     char *log = api_log(&a);
-    ck_assert_msg(strstr(log, "was replaced; watching the new one") ||
-                      strstr(log, "is gone"),
+    ck_assert_msg(strstr(log, "was replaced; watching the new one") || strstr(log, "is gone"),
                   "the replacement of the directory went unnoticed:\n%s", log);
     ck_assert_msg(ath_swap_stats(a.s).taken == 1, "%s", log);
     ck_assert_str_eq(live_name(&a), "cpu-blocked");
@@ -813,8 +811,8 @@ START_TEST(test_sighup_swaps_on_demand)
     ck_assert(raise(SIGHUP) == 0); /* the process survives: the handler only notes it */
     ath_swap_poll(a.s, ++a.step, a.params, &a.live);
     char *log = api_log(&a);
-    ck_assert_msg(ath_swap_stats(a.s).taken == 1 && strstr(log, "(SIGHUP): took cpu-blocked"),
-                  "%s", log);
+    ck_assert_msg(ath_swap_stats(a.s).taken == 1 && strstr(log, "(SIGHUP): took cpu-blocked"), "%s",
+                  log);
     /* Asking again for the same file does nothing. */
     ck_assert(raise(SIGHUP) == 0);
     ath_swap_poll(a.s, ++a.step, a.params, &a.live);
@@ -873,7 +871,9 @@ START_TEST(test_security_modes)
                       "%s", res.msg);
         ck_assert(chown(cdir, 0, 0) == 0);
     } else {
-        fprintf(stderr, "swap/security: not root, foreign-owner cases need chown; checked own files only\n");
+        fprintf(
+            stderr,
+            "swap/security: not root, foreign-owner cases need chown; checked own files only\n");
     }
     ck_assert_str_eq(live_name(&a), "cpu-ref");
     ck_assert_msg(try_file(&a, cand, &res) == ATH_SWAP_TAKEN, "%s", res.msg);

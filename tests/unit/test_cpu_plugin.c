@@ -151,9 +151,18 @@ typedef struct topo {
     int32_t enc, h1, h2, aux, max_batch;
 } topo_t;
 
-#define TINY {3, 5, 7, 2, 2048}
-#define ODD {13, 29, 31, 9, 700}        /* no width a multiple of 8 */
-#define PROD {256, 256, 256, 128, 600} /* the production topology */
+#define TINY             \
+    {                    \
+        3, 5, 7, 2, 2048 \
+    }
+#define ODD                \
+    {                      \
+        13, 29, 31, 9, 700 \
+    } /* no width a multiple of 8 */
+#define PROD                    \
+    {                           \
+        256, 256, 256, 128, 600 \
+    } /* the production topology */
 static const topo_t T_TINY = TINY, T_ODD = ODD, T_PROD = PROD;
 
 static ref64_dims_t dims_of(topo_t t) { return (ref64_dims_t){t.enc, t.h1, t.h2, t.aux}; }
@@ -310,8 +319,8 @@ static uint32_t negotiate(const auxtrunk_host_info_t *h, uint32_t room, int32_t 
         ck_assert_msg(buf[i] == 0xAB, "byte %u beyond the host's table was written", i);
     ck_assert_str_eq(a.impl_name, "cpu-ref");
     ck_assert_str_eq(a.kernel_version, CPU_KERNEL_VERSION);
-    ck_assert_uint_eq(a.caps, AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC |
-                                  AUXTRUNK_CAP_EXACT);
+    ck_assert_uint_eq(a.caps,
+                      AUXTRUNK_CAP_MEM_HOST | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT);
     ck_assert(a.status_string && a.init && a.destroy && a.forward && a.infer && a.backward &&
               a.memory_usage && a.last_error);
     return a.abi_version;
@@ -323,7 +332,7 @@ START_TEST(test_dlopen_exports_only_entry)
     void *lib = pl->lib;
     ck_assert(dlsym(lib, AUXTRUNK_ENTRY_SYMBOL) != NULL);
     /* Internal helpers of plugin/common and kernels/cpu stay hidden. */
-    const char *hidden[] = {"atp_negotiate", "atp_status_string", "atp_check_forward",
+    const char *hidden[] = {"atp_negotiate",     "atp_status_string",  "atp_check_forward",
                             "cpu_trunk_forward", "cpu_trunk_backward", "cpu_api"};
     for (size_t i = 0; i < sizeof hidden / sizeof *hidden; i++)
         ck_assert_msg(dlsym(lib, hidden[i]) == NULL, "%s is visible", hidden[i]);
@@ -559,8 +568,7 @@ START_TEST(test_destroy_and_bad_handles)
         memcpy(fake, &magic, sizeof magic);
         ck_assert_int_eq(a->forward(bad, &m.p, x, 1, out, 0, NULL), AUXTRUNK_E_BAD_HANDLE);
         ck_assert_int_eq(a->infer(bad, &m.p, x, 1, out, 0, NULL), AUXTRUNK_E_BAD_HANDLE);
-        ck_assert_int_eq(a->backward(bad, &m.p, x, dout, 1, &g.g, 0, NULL),
-                         AUXTRUNK_E_BAD_HANDLE);
+        ck_assert_int_eq(a->backward(bad, &m.p, x, dout, 1, &g.g, 0, NULL), AUXTRUNK_E_BAD_HANDLE);
         ck_assert_int_eq(a->memory_usage(bad, &mem), AUXTRUNK_E_BAD_HANDLE);
         ck_assert_int_eq(a->destroy(bad), AUXTRUNK_E_BAD_HANDLE);
         ck_assert_str_eq(a->last_error(bad), "");
@@ -568,8 +576,7 @@ START_TEST(test_destroy_and_bad_handles)
     /* NULL handle to each entry. */
     ck_assert_int_eq(a->forward(NULL, &m.p, x, 1, out, 0, NULL), AUXTRUNK_E_NULL_POINTER);
     ck_assert_int_eq(a->infer(NULL, &m.p, x, 1, out, 0, NULL), AUXTRUNK_E_NULL_POINTER);
-    ck_assert_int_eq(a->backward(NULL, &m.p, x, dout, 1, &g.g, 0, NULL),
-                     AUXTRUNK_E_NULL_POINTER);
+    ck_assert_int_eq(a->backward(NULL, &m.p, x, dout, 1, &g.g, 0, NULL), AUXTRUNK_E_NULL_POINTER);
     ck_assert_int_eq(a->memory_usage(NULL, &mem), AUXTRUNK_E_NULL_POINTER);
     grads_free(&g);
     model_free(&m);
@@ -597,8 +604,8 @@ START_TEST(test_memory_usage)
     /* At least the record (h1, h2 for max_batch); not absurdly more. */
     uint64_t record = (uint64_t)T_PROD.max_batch * (T_PROD.h1 + T_PROD.h2) * sizeof(float);
     ck_assert_msg(big.m.host_bytes >= record && big.m.host_bytes < 4 * record + (64u << 20),
-                  "host_bytes %llu for a %llu-byte record",
-                  (unsigned long long)big.m.host_bytes, (unsigned long long)record);
+                  "host_bytes %llu for a %llu-byte record", (unsigned long long)big.m.host_bytes,
+                  (unsigned long long)record);
 
     auxtrunk_memory_t m;
     memset(&m, 0xCD, sizeof m);
@@ -630,11 +637,10 @@ typedef struct fcase {
 #define BWD_TOL 2e-5
 
 static const fcase_t FWD_CASES[] = {
-    {TINY, 1},   {TINY, 2},   {TINY, 3},   {TINY, 97},  {TINY, 256}, {TINY, 257},
+    {TINY, 1},   {TINY, 2},   {TINY, 3},    {TINY, 97},   {TINY, 256}, {TINY, 257},
     {TINY, 509}, {TINY, 513}, {TINY, 1537}, {TINY, 2048}, /* 2048: the configured max */
-    {ODD, 1},    {ODD, 63},   {ODD, 257},  {ODD, 700},
-    {PROD, 1},   {PROD, 2},   {PROD, 97},  {PROD, 256}, {PROD, 257}, {PROD, 509},
-    {PROD, 513}, {PROD, 600},
+    {ODD, 1},    {ODD, 63},   {ODD, 257},   {ODD, 700},   {PROD, 1},   {PROD, 2},
+    {PROD, 97},  {PROD, 256}, {PROD, 257},  {PROD, 509},  {PROD, 513}, {PROD, 600},
 };
 #define N_FWD_CASES ((int)(sizeof FWD_CASES / sizeof *FWD_CASES))
 
@@ -686,10 +692,9 @@ END_TEST
 /* Backward                                                                  */
 
 static const fcase_t BWD_CASES[] = {
-    {TINY, 1},    {TINY, 2},    {TINY, 3},   {TINY, 97},  {TINY, 256},
-    {TINY, 257},  {TINY, 513},  {TINY, 1000}, {TINY, 1537}, {TINY, 2048},
-    {ODD, 1},     {ODD, 257},   {ODD, 700},
-    {PROD, 1},    {PROD, 64},   {PROD, 257}, {PROD, 600},
+    {TINY, 1},   {TINY, 2},    {TINY, 3},    {TINY, 97},   {TINY, 256}, {TINY, 257},
+    {TINY, 513}, {TINY, 1000}, {TINY, 1537}, {TINY, 2048}, {ODD, 1},    {ODD, 257},
+    {ODD, 700},  {PROD, 1},    {PROD, 64},   {PROD, 257},  {PROD, 600},
 };
 #define N_BWD_CASES ((int)(sizeof BWD_CASES / sizeof *BWD_CASES))
 
@@ -769,8 +774,7 @@ START_TEST(test_backward_numerics)
                      0);
     for (int i = 0; i < 6; i++) {
         double err = ref64_max_rel_err(got.buf[i].p, ref[i], n[i]);
-        ck_assert_msg(err < BWD_TOL, "B=%d %s: rel err vs ref64 %.3g", c.batch, GRAD_NAMES[i],
-                      err);
+        ck_assert_msg(err < BWD_TOL, "B=%d %s: rel err vs ref64 %.3g", c.batch, GRAD_NAMES[i], err);
         free(ref[i]);
     }
     ck_assert_int_eq(api()->destroy(h), AUXTRUNK_OK);
@@ -880,16 +884,16 @@ START_TEST(test_backward_accumulate)
             want.buf[i].p[j] = acc.buf[i].p[j] + fresh.buf[i].p[j];
     }
     const auxtrunk_api_t *a = api();
-    ck_assert_int_eq(a->backward(h, &c.m.p, c.x, c.dout, c.batch, &acc.g,
-                                 AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
-                     AUXTRUNK_OK);
+    ck_assert_int_eq(
+        a->backward(h, &c.m.p, c.x, c.dout, c.batch, &acc.g, AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
+        AUXTRUNK_OK);
     grads_expect_same(&acc, &want, "accumulate once");
     for (int i = 0; i < 6; i++)
         for (size_t j = 0; j < acc.buf[i].n; j++)
             want.buf[i].p[j] = want.buf[i].p[j] + fresh.buf[i].p[j];
-    ck_assert_int_eq(a->backward(h, &c.m.p, c.x, c.dout, c.batch, &acc.g,
-                                 AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
-                     AUXTRUNK_OK);
+    ck_assert_int_eq(
+        a->backward(h, &c.m.p, c.x, c.dout, c.batch, &acc.g, AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
+        AUXTRUNK_OK);
     grads_expect_same(&acc, &want, "accumulate twice");
     for (int i = 0; i < 6; i++)
         gb_check_guards(&acc.buf[i], GRAD_NAMES[i]);
@@ -988,9 +992,9 @@ START_TEST(test_stop_gradient)
         ck_assert_msg(memcmp(x.base, x_before, xbytes) == 0, "x or its guards changed (step %d)",
                       step);
         for (int i = 0; i < 6; i++)
-            ck_assert_msg(memcmp(m.buf[i].base, p_before[i],
-                                 (m.buf[i].n + 2 * GUARD) * sizeof(float)) == 0,
-                          "%s changed (step %d)", TENSOR_NAMES[i], step);
+            ck_assert_msg(
+                memcmp(m.buf[i].base, p_before[i], (m.buf[i].n + 2 * GUARD) * sizeof(float)) == 0,
+                "%s changed (step %d)", TENSOR_NAMES[i], step);
         gb_check_guards(&dout, "dout");
     }
     ck_assert_int_eq(a->destroy(h), AUXTRUNK_OK);
@@ -1026,9 +1030,9 @@ START_TEST(test_infer_keeps_record)
     float *inf = malloc(n_out * sizeof *inf), *fwd = malloc(n_out * sizeof *fwd);
     ck_assert_int_eq(a->forward(h, &train.m.p, train.x, train.batch, out, 0, NULL), AUXTRUNK_OK);
     ck_assert_int_eq(a->infer(h, &target.m.p, target.x, target.batch, inf, 0, NULL), AUXTRUNK_OK);
-    ck_assert_int_eq(a->backward(h, &train.m.p, train.x, train.dout, train.batch,
-                                 &with_infer.g, 0, NULL),
-                     AUXTRUNK_OK);
+    ck_assert_int_eq(
+        a->backward(h, &train.m.p, train.x, train.dout, train.batch, &with_infer.g, 0, NULL),
+        AUXTRUNK_OK);
     grads_expect_same(&with_infer, &plain, "backward after an infer");
 
     /* infer's bits are forward's bits. */
@@ -1041,9 +1045,9 @@ START_TEST(test_infer_keeps_record)
     /* infer records nothing. */
     auxtrunk_handle_t *h3 = make_handle(t);
     ck_assert_int_eq(a->infer(h3, &target.m.p, target.x, target.batch, inf, 0, NULL), AUXTRUNK_OK);
-    ck_assert_int_eq(a->backward(h3, &target.m.p, target.x, target.dout, target.batch,
-                                 &with_infer.g, 0, NULL),
-                     AUXTRUNK_E_NO_FORWARD);
+    ck_assert_int_eq(
+        a->backward(h3, &target.m.p, target.x, target.dout, target.batch, &with_infer.g, 0, NULL),
+        AUXTRUNK_E_NO_FORWARD);
     ck_assert_int_eq(a->destroy(h3), AUXTRUNK_OK);
 
     ck_assert_int_eq(a->destroy(h), AUXTRUNK_OK);
@@ -1195,11 +1199,11 @@ static size_t gbuf_bytes(const gbuf_t *b) { return (b->n + 2 * GUARD) * sizeof(f
 static size_t snapshot(const bad_ctx_t *k, unsigned char *dst)
 {
     size_t off = 0;
-#define SNAP_(ptr, bytes)                     \
-    do {                                      \
-        if (dst)                              \
+#define SNAP_(ptr, bytes)                      \
+    do {                                       \
+        if (dst)                               \
             memcpy(dst + off, (ptr), (bytes)); \
-        off += (bytes);                       \
+        off += (bytes);                        \
     } while (0)
     SNAP_(k->out.base, gbuf_bytes(&k->out));
     for (int i = 0; i < 6; i++) {
@@ -1273,8 +1277,8 @@ START_TEST(test_bad_forward)
     bad_ctx_t k;
     bad_setup(&k);
     const auxtrunk_api_t *a = api();
-    int32_t (*call)(auxtrunk_handle_t *, const auxtrunk_params_t *, const float *, int32_t,
-                    float *, uint32_t, void *) = _i == 0 ? a->forward : a->infer;
+    int32_t (*call)(auxtrunk_handle_t *, const auxtrunk_params_t *, const float *, int32_t, float *,
+                    uint32_t, void *) = _i == 0 ? a->forward : a->infer;
     const int32_t B = 200; /* a valid batch other than the recorded one */
     const auxtrunk_params_t good = k.c.m.p;
     auxtrunk_params_t p;
@@ -1282,10 +1286,10 @@ START_TEST(test_bad_forward)
 
     bad_check_failed(&k, call(k.h, NULL, x, B, out, 0, NULL), AUXTRUNK_E_NULL_POINTER,
                      "params NULL", "params");
-    bad_check_failed(&k, call(k.h, &good, NULL, B, out, 0, NULL), AUXTRUNK_E_NULL_POINTER,
-                     "x NULL", "x");
-    bad_check_failed(&k, call(k.h, &good, x, B, NULL, 0, NULL), AUXTRUNK_E_NULL_POINTER,
-                     "out NULL", "out");
+    bad_check_failed(&k, call(k.h, &good, NULL, B, out, 0, NULL), AUXTRUNK_E_NULL_POINTER, "x NULL",
+                     "x");
+    bad_check_failed(&k, call(k.h, &good, x, B, NULL, 0, NULL), AUXTRUNK_E_NULL_POINTER, "out NULL",
+                     "out");
     for (int i = 0; i < 6; i++) {
         p = good;
         const float **field[6] = {&p.w1, &p.b1, &p.w2, &p.b2, &p.w3, &p.b3};
@@ -1299,8 +1303,8 @@ START_TEST(test_bad_forward)
     bad_check_failed(&k, call(k.h, &p, x, B, out, 0, NULL), AUXTRUNK_E_STRUCT_SIZE,
                      "params too small", "struct_size");
     p.struct_size = 0;
-    bad_check_failed(&k, call(k.h, &p, x, B, out, 0, NULL), AUXTRUNK_E_STRUCT_SIZE,
-                     "params size 0", "struct_size");
+    bad_check_failed(&k, call(k.h, &p, x, B, out, 0, NULL), AUXTRUNK_E_STRUCT_SIZE, "params size 0",
+                     "struct_size");
     p = good;
     p.reserved = 1;
     bad_check_failed(&k, call(k.h, &p, x, B, out, 0, NULL), AUXTRUNK_E_STRUCT_SIZE,
@@ -1355,12 +1359,12 @@ START_TEST(test_bad_backward)
     auxtrunk_grads_t g;
     const float *x = k.c.x, *dout = k.c.dout;
 
-    bad_check_failed(&k, a->backward(k.h, NULL, x, dout, B, &gg, 0, NULL),
-                     AUXTRUNK_E_NULL_POINTER, "params NULL", "params");
+    bad_check_failed(&k, a->backward(k.h, NULL, x, dout, B, &gg, 0, NULL), AUXTRUNK_E_NULL_POINTER,
+                     "params NULL", "params");
     bad_check_failed(&k, a->backward(k.h, &good, NULL, dout, B, &gg, 0, NULL),
                      AUXTRUNK_E_NULL_POINTER, "x NULL", "x");
-    bad_check_failed(&k, a->backward(k.h, &good, x, NULL, B, &gg, 0, NULL),
-                     AUXTRUNK_E_NULL_POINTER, "dout NULL", "dout");
+    bad_check_failed(&k, a->backward(k.h, &good, x, NULL, B, &gg, 0, NULL), AUXTRUNK_E_NULL_POINTER,
+                     "dout NULL", "dout");
     bad_check_failed(&k, a->backward(k.h, &good, x, dout, B, NULL, 0, NULL),
                      AUXTRUNK_E_NULL_POINTER, "grads NULL", "grads");
     for (int i = 0; i < 6; i++) {

@@ -30,8 +30,12 @@ enum { ENC = 48, H1 = 40, H2 = 36, AUX = 20, MAX_REPLICAS = 8 };
 #define C AUXTRUNK_CANON_CHUNK
 
 static uint64_t g_seed;
-static const auxtrunk_config_t k_config = {.struct_size = sizeof(auxtrunk_config_t), .enc = ENC,
-                                           .h1 = H1, .h2 = H2, .aux = AUX, .max_batch = 4 * C,
+static const auxtrunk_config_t k_config = {.struct_size = sizeof(auxtrunk_config_t),
+                                           .enc = ENC,
+                                           .h1 = H1,
+                                           .h2 = H2,
+                                           .aux = AUX,
+                                           .max_batch = 4 * C,
                                            .device = -1};
 
 static const auxtrunk_api_t *api(void)
@@ -127,11 +131,8 @@ START_TEST(test_tree_of_whole_chunks_is_bit_identical)
     static const struct {
         int r, shards[MAX_REPLICAS];
     } cases[] = {
-        {4, {C, C, C, C}},
-        {3, {C, C, C - 17}},
-        {2, {2 * C, 2 * C}},
-        {2, {2 * C, 1}},
-        {1, {3 * C + 5}}, /* one replica: the combine is the identity */
+        {4, {C, C, C, C}}, {3, {C, C, C - 17}}, {2, {2 * C, 2 * C}},
+        {2, {2 * C, 1}},   {1, {3 * C + 5}}, /* one replica: the combine is the identity */
     };
     size_t d = run(cases[_i].shards, cases[_i].r, tree_combine, _i);
     ck_assert_msg(d == 0, "case %d: %zu gradient elements differ from the whole batch", _i, d);

@@ -30,7 +30,8 @@
 #include "scratch.h"
 
 #if !defined(CPU_PLUGIN) || !defined(FX_DIR) || !defined(AUXTRUNK_TEST_TMP)
-#error "CPU_PLUGIN (the built CPU plugin), FX_DIR (tests/host fixtures) and AUXTRUNK_TEST_TMP must be set"
+#error \
+    "CPU_PLUGIN (the built CPU plugin), FX_DIR (tests/host fixtures) and AUXTRUNK_TEST_TMP must be set"
 #endif
 
 /* ------------------------------------------------------------------------- */
@@ -127,8 +128,9 @@ START_TEST(test_search_path)
                      AUXTRUNK_LOAD_OK);
     ck_assert_str_eq(path, file_in(tst_path_in("b/cpu")));
 
-    ck_assert_int_eq(auxtrunk_plugin_locate("cuda-v9", list, path, sizeof path, g_msg, sizeof g_msg),
-                     AUXTRUNK_LOAD_E_NO_FILE);
+    ck_assert_int_eq(
+        auxtrunk_plugin_locate("cuda-v9", list, path, sizeof path, g_msg, sizeof g_msg),
+        AUXTRUNK_LOAD_E_NO_FILE);
     ck_assert_msg(strstr(g_msg, "no plugin named cuda-v9") && strstr(g_msg, list), "%s", g_msg);
     ck_assert_str_eq(path, "");
 
@@ -172,12 +174,10 @@ END_TEST
 START_TEST(test_refuses_permissions)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
-    expect_load(plugin_copy("gw", 0755, 0664), AUXTRUNK_LOAD_E_PERMISSIONS,
-                "plugin file");
+    expect_load(plugin_copy("gw", 0755, 0664), AUXTRUNK_LOAD_E_PERMISSIONS, "plugin file");
     ck_assert_msg(strstr(g_msg, "writable by its group (mode 0664)"), "%s", g_msg);
     expect_load(plugin_copy("ow", 0755, 0646), AUXTRUNK_LOAD_E_PERMISSIONS, "writable by others");
-    expect_load(plugin_copy("dirgw", 0775, 0644), AUXTRUNK_LOAD_E_PERMISSIONS,
-                "plugin directory");
+    expect_load(plugin_copy("dirgw", 0775, 0644), AUXTRUNK_LOAD_E_PERMISSIONS, "plugin directory");
     ck_assert_msg(strstr(g_msg, "writable by its group"), "%s", g_msg);
     /* Sticky or not, a world-writable directory is refused. */
     expect_load(plugin_copy("tmpish", 01777, 0644), AUXTRUNK_LOAD_E_PERMISSIONS,
@@ -198,12 +198,13 @@ START_TEST(test_refuses_permissions)
     ck_assert_int_eq(auxtrunk_plugin_check_mode(0100644, (uint32_t)geteuid(), "plugin file", "f",
                                                 g_msg, sizeof g_msg),
                      AUXTRUNK_LOAD_OK);
-    ck_assert_int_eq(auxtrunk_plugin_check_mode(0100644, 0, "plugin file", "f", g_msg, sizeof g_msg),
-                     AUXTRUNK_LOAD_OK);
+    ck_assert_int_eq(
+        auxtrunk_plugin_check_mode(0100644, 0, "plugin file", "f", g_msg, sizeof g_msg),
+        AUXTRUNK_LOAD_OK);
     if (geteuid() != 65534) {
-        ck_assert_int_eq(auxtrunk_plugin_check_mode(0100644, 65534, "plugin file", "f", g_msg,
-                                                    sizeof g_msg),
-                         AUXTRUNK_LOAD_E_PERMISSIONS);
+        ck_assert_int_eq(
+            auxtrunk_plugin_check_mode(0100644, 65534, "plugin file", "f", g_msg, sizeof g_msg),
+            AUXTRUNK_LOAD_E_PERMISSIONS);
         ck_assert_msg(strstr(g_msg, "owned by uid 65534, neither this user"), "%s", g_msg);
     }
     /* And on a real file, where this process may give one away. */
@@ -294,7 +295,8 @@ START_TEST(test_refuses_arguments)
     auxtrunk_plugin_t pl = {0};
     ck_assert_int_eq(auxtrunk_plugin_load(NULL, CPU_PLUGIN, g_msg, sizeof g_msg),
                      AUXTRUNK_LOAD_E_ARGUMENT);
-    ck_assert_int_eq(auxtrunk_plugin_load(&pl, NULL, g_msg, sizeof g_msg), AUXTRUNK_LOAD_E_ARGUMENT);
+    ck_assert_int_eq(auxtrunk_plugin_load(&pl, NULL, g_msg, sizeof g_msg),
+                     AUXTRUNK_LOAD_E_ARGUMENT);
     ck_assert_int_eq(auxtrunk_plugin_load(&pl, "", g_msg, sizeof g_msg), AUXTRUNK_LOAD_E_ARGUMENT);
     ck_assert_msg(strstr(g_msg, "no plugin given"), "%s", g_msg);
     ck_assert_int_eq(auxtrunk_plugin_negotiate(&pl, AUXTRUNK_VERSION(1, 0), AUXTRUNK_VERSION(1, 0),

@@ -61,8 +61,7 @@ START_TEST(test_negotiate_picks_highest_common)
     }
     const struct {
         uint32_t lo, hi;
-    } bad[] = {{V(1, 4), V(1, 9)}, {V(2, 0), V(2, 1)}, {V(0, 0), V(0, 0xFFFF)},
-               {V(1, 2), V(1, 1)}};
+    } bad[] = {{V(1, 4), V(1, 9)}, {V(2, 0), V(2, 1)}, {V(0, 0), V(0, 0xFFFF)}, {V(1, 2), V(1, 1)}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         ck_assert_int_eq(call(bad[i].lo, bad[i].hi, &mine, room, sizeof(auxtrunk_api_t)),
                          AUXTRUNK_E_ABI_VERSION);
@@ -190,10 +189,12 @@ static fixture_t fixture(void)
     fixture_t f;
     atp_dims_t d = {4, 8, 8, 2, 100}; /* w1 128 B, w2 256 B, w3 64 B */
     atp_handle_base_init(&f.base, &d, 0, -1);
-    f.p = (auxtrunk_params_t){sizeof f.p,     0, FAKE(0x10000), FAKE(0x11000),
-                              FAKE(0x12000), FAKE(0x13000), FAKE(0x14000), FAKE(0x15000)};
-    f.g = (auxtrunk_grads_t){sizeof f.g,     0, FAKE(0x20000), FAKE(0x21000),
-                             FAKE(0x22000), FAKE(0x23000), FAKE(0x24000), FAKE(0x25000)};
+    f.p = (auxtrunk_params_t){
+        sizeof f.p,   0, FAKE(0x10000), FAKE(0x11000), FAKE(0x12000), FAKE(0x13000), FAKE(0x14000),
+        FAKE(0x15000)};
+    f.g = (auxtrunk_grads_t){
+        sizeof f.g,   0, FAKE(0x20000), FAKE(0x21000), FAKE(0x22000), FAKE(0x23000), FAKE(0x24000),
+        FAKE(0x25000)};
     return f;
 }
 
@@ -313,9 +314,9 @@ START_TEST(test_validation_order)
                      AUXTRUNK_E_BATCH_MISMATCH);
     ck_assert_int_eq(atp_check_backward(&f.base, &f.p, x, dout, 5, &f.g, 4, NULL),
                      AUXTRUNK_E_FLAGS);
-    ck_assert_int_eq(atp_check_backward(&f.base, &f.p, x, dout, 7, &f.g,
-                                        AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
-                     AUXTRUNK_OK);
+    ck_assert_int_eq(
+        atp_check_backward(&f.base, &f.p, x, dout, 7, &f.g, AUXTRUNK_BACKWARD_ACCUMULATE, NULL),
+        AUXTRUNK_OK);
     auxtrunk_grads_t g = f.g;
     g.reserved = 1;
     ck_assert_int_eq(atp_check_backward(&f.base, &f.p, x, dout, 7, &g, 9, NULL),

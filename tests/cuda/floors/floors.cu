@@ -36,14 +36,13 @@
 
 using namespace v3sync;
 
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                     \
-                    cudaGetErrorString(e_));                                                  \
-            exit(1);                                                                          \
-        }                                                                                     \
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static cudaDeviceProp g_prop;
@@ -69,15 +68,16 @@ constexpr int SMEM_UNROLL = 8;
 /* W bytes per lane; lane l reads element (l % D) of a contiguous array, so a
  * warp touches D distinct W-byte words, all in distinct banks when D*W <= 128. */
 template <int W>
-__global__ void __launch_bounds__(1024) smem_kernel(int distinct, unsigned long long *cycles,
-                                                    unsigned *sink)
+__global__ void __launch_bounds__(1024)
+    smem_kernel(int distinct, unsigned long long *cycles, unsigned *sink)
 {
     __shared__ __align__(16) unsigned buf[4096];
     for (int i = threadIdx.x; i < 4096; i += blockDim.x)
         buf[i] = i;
     __syncthreads();
     const int lane = threadIdx.x & 31;
-    const unsigned base = (unsigned)__cvta_generic_to_shared(buf) + (unsigned)((lane % distinct) * W);
+    const unsigned base =
+        (unsigned)__cvta_generic_to_shared(buf) + (unsigned)((lane % distinct) * W);
     unsigned acc = 0;
     __syncthreads();
     const long long t0 = clock64();
@@ -94,7 +94,9 @@ __global__ void __launch_bounds__(1024) smem_kernel(int distinct, unsigned long 
                 acc += v;
             } else if constexpr (W == 8) {
                 unsigned v0, v1;
-                asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v0), "=r"(v1) : "r"(a));
+                asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];"
+                             : "=r"(v0), "=r"(v1)
+                             : "r"(a));
                 acc += v0 ^ v1;
             } else {
                 unsigned v0, v1, v2, v3;
@@ -169,8 +171,8 @@ __device__ __forceinline__ void cluster_sync()
  * waits until its own buffer is complete. mode 0: st.async + mbarrier;
  * mode 1: plain st.shared::cluster + cluster barrier. Cycles from the start
  * of the pushes to the end of the wait, per block. */
-__global__ void __launch_bounds__(128) exchange_kernel(int mode, int slice,
-                                                       unsigned long long *cycles)
+__global__ void __launch_bounds__(128)
+    exchange_kernel(int mode, int slice, unsigned long long *cycles)
 {
     extern __shared__ __align__(16) float buf[];
     __shared__ __align__(8) unsigned long long bar;
@@ -399,8 +401,8 @@ static void run_flags()
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
     printf("| measurement | value |\n|---|---|\n");
-    printf("| flag round trip between two SMs | %.0f ns (%.0f SM cycles) |\n",
-           (double)h[0] / iters, (double)h[1] / iters);
+    printf("| flag round trip between two SMs | %.0f ns (%.0f SM cycles) |\n", (double)h[0] / iters,
+           (double)h[1] / iters);
     for (int blocks : {16, 64, 128, g_prop.multiProcessorCount}) {
         const int rounds = 2000;
         CK(cudaMemset(flags, 0, 132 * 32 * 4 * 8));
@@ -417,8 +419,7 @@ static void run_flags()
 
 /* ----------------------------------------------------------------- clock -- */
 
-__global__ void __launch_bounds__(1024) ffma_kernel(int iters, float *sink,
-                                                    unsigned long long *out)
+__global__ void __launch_bounds__(1024) ffma_kernel(int iters, float *sink, unsigned long long *out)
 {
     float a[8];
 #pragma unroll
@@ -456,7 +457,8 @@ static void run_clock()
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    printf("| run | kernel ms | SM clock (clock64 / globaltimer) | FFMA TFLOP/s | FFMA warp-instr. / SM "
+    printf("| run | kernel ms | SM clock (clock64 / globaltimer) | FFMA TFLOP/s | FFMA warp-instr. "
+           "/ SM "
            "clock |\n|---|---|---|---|---|\n");
     for (int rep = 0; rep < 3; rep++) {
         CK(cudaEventRecord(e0));
@@ -612,7 +614,8 @@ static void run_graph()
                 cudaError_t re = cudaGraphLaunch(x[1], s);
                 if (re == cudaSuccess)
                     re = cudaStreamSynchronize(s);
-                rep = re == cudaSuccess && probe_ok(out, blocks, want) ? "yes" : cudaGetErrorString(re);
+                rep = re == cudaSuccess && probe_ok(out, blocks, want) ? "yes"
+                                                                       : cudaGetErrorString(re);
                 cudaGetLastError();
                 /* Is the kernel node still cooperative? */
                 size_t nn = 0;
@@ -649,8 +652,8 @@ static void run_graph()
                 }
             }
         }
-        printf("| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f |\n", k.name, eager_s, cap,
-               inst, rep, coop, us[0], us[2], us[1]);
+        printf("| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f |\n", k.name, eager_s, cap, inst,
+               rep, coop, us[0], us[2], us[1]);
         for (int m = 0; m < 3; m++) {
             if (x[m])
                 cudaGraphExecDestroy(x[m]);
@@ -673,8 +676,8 @@ int main(int argc, char **argv)
         return 0;
     }
     CK(cudaGetDeviceProperties(&g_prop, 0));
-    printf("# auxtrunk-floors on %s (%d SMs, cc %d.%d, %d KiB shared memory per SM)\n",
-           g_prop.name, g_prop.multiProcessorCount, g_prop.major, g_prop.minor,
+    printf("# auxtrunk-floors on %s (%d SMs, cc %d.%d, %d KiB shared memory per SM)\n", g_prop.name,
+           g_prop.multiProcessorCount, g_prop.major, g_prop.minor,
            (int)(g_prop.sharedMemPerMultiprocessor / 1024));
     const bool all = !strcmp(what, "all");
     bool any = false;
