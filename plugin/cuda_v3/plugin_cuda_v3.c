@@ -3,20 +3,26 @@
  * small-batch path: one launch per call for B <= V3_MAX_BATCH; cuda-v2's
  * kernels everywhere else; exact, deterministic, graph-capturable) behind
  * the shared CUDA adapter (plugin/cuda_common/cuda_plugin.c). This file is
- * the table: names, caps and the kernel functions. Exact mode only: a handle
- * asking for AUXTRUNK_CONFIG_FAST is refused (the adapter answers E_FLAGS).
+ * the table: names, caps and the kernel functions of each mode. A handle
+ * configured with AUXTRUNK_CONFIG_FAST runs trunk_v3_fast.h's kernels
+ * (AUXTRUNK_CAP_FAST_MODE; TF32, not bit-exact, tolerance V3_FAST_TOL = 1e-2
+ * against the double reference; exact below V3_FAST_MIN_BATCH), any other
+ * handle the exact kernels (AUXTRUNK_CAP_EXACT holds for it).
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
  * v3_workspace_floats(dims, max_batch) floats, the larger of cuda-v2's
  * workspace and the fused path's (48 KiB of flags, dh2/dh1
  * [min(max_batch, 1024), H2+H1], two tree nodes of all P parameters when
  * max_batch > 512): the two paths never run in one call. For the production
- * topology that is cuda-v2's figure (plugin/cuda_v2/plugin_cuda_v2.c).
+ * topology that is cuda-v2's figure (plugin/cuda_v2/plugin_cuda_v2.c). In
+ * fast mode v3_fast_workspace_floats, the larger of that and cuda-v2's fast
+ * workspace.
  */
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"
 #include "cuda_plugin.h"
 #include "trunk_v3.h"
+#include "trunk_v3_fast.h"
 
 #define V3_STR_(x) #x
 #define V3_STR(x) V3_STR_(x)
@@ -25,8 +31,10 @@ const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v3",
     .kernel_version =
         "cuda-v3 " AUXTRUNK_KERNEL_VERSION " (canon " V3_STR(AUXTRUNK_CANON_VERSION) ")",
+    /* EXACT describes the default mode (abi/auxtrunk.h); FAST_MODE adds the
+     * TF32 mode on request. */
     .caps = AUXTRUNK_CAP_MEM_CUDA | AUXTRUNK_CAP_DETERMINISTIC | AUXTRUNK_CAP_EXACT |
-            AUXTRUNK_CAP_GRAPH_CAPTURE,
+            AUXTRUNK_CAP_GRAPH_CAPTURE | AUXTRUNK_CAP_FAST_MODE,
     .exact =
         {
             .workspace_floats = v3_workspace_floats,
@@ -34,5 +42,11 @@ const atc_kernels_t atc_plugin_kernels = {
             .forward = v3_forward,
             .backward = v3_backward,
         },
-    /* no fast mode: init refuses AUXTRUNK_CONFIG_FAST */
+    .fast =
+        {
+            .workspace_floats = v3_fast_workspace_floats,
+            .prepare = v3_fast_prepare,
+            .forward = v3_fast_forward,
+            .backward = v3_fast_backward,
+        },
 };

@@ -68,6 +68,14 @@ static const num_case_t num_cases[] = {
 };
 #define N_NUM_CASES (sizeof num_cases / sizeof num_cases[0])
 
+/* Fast mode runs these after num_cases: the production topology from
+ * B = 1,024 on, where the CUDA plugins' tensor-core kernels take over from
+ * their exact ones (every case above stays below that). */
+static const num_case_t fast_cases[] = {
+    {{256, 256, 256, 128, 2048}, {1024, 2048}},
+};
+#define N_FAST_CASES (sizeof fast_cases / sizeof fast_cases[0])
+
 /* ------------------------------------------------------------------------- */
 /* numerics.forward / numerics.backward                                      */
 
@@ -76,14 +84,16 @@ static void numerics_sweep(cf_ctx_t *ctx, int grads, uint32_t config_flags, doub
     const cf_plugin_t *pl = &ctx->pl;
     double worst = 0;
     int n_runs = 0;
-    for (size_t c = 0; c < N_NUM_CASES; c++) {
-        const cf_topo_t t = num_cases[c].t;
+    const int fast = (config_flags & AUXTRUNK_CONFIG_FAST) != 0;
+    for (size_t c = 0; c < N_NUM_CASES + (fast ? N_FAST_CASES : 0); c++) {
+        const num_case_t *nc = c < N_NUM_CASES ? &num_cases[c] : &fast_cases[c - N_NUM_CASES];
+        const cf_topo_t t = nc->t;
         auxtrunk_config_t cfg = cf_config(t.enc, t.h1, t.h2, t.aux, t.max_batch);
         cfg.flags = config_flags;
         auxtrunk_handle_t *h = cf_init(ctx, pl, &cfg);
         if (!h)
             return;
-        for (const int *bp = num_cases[c].batches; *bp; bp++) {
+        for (const int *bp = nc->batches; *bp; bp++) {
             problem_t p;
             cf_ref_t r;
             if (problem_make(ctx, pl, &p, t, *bp, 0))

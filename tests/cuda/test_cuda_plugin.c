@@ -935,6 +935,56 @@ START_TEST(fast_mode_within_tolerance)
 }
 END_TEST
 
+/* Fresh random inputs of large magnitude (x in ±1e3, dout in ±1e2, at the
+ * production topology, at and above the fast kernels' smallest batch): the
+ * ELU saturates for most negative pre-activations and the linear part
+ * dominates the rest; the error measure is scale-free, so the same
+ * tolerance holds. Every output written, every tensor within CUDA_FAST_TOL of
+ * ref64; prints the worst error. */
+START_TEST(fast_mode_large_inputs_within_tolerance)
+{
+    REQUIRE_GPU();
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x65);
+    const ref64_dims_t d = PRODUCTION;
+    const int batches[] = {CUDA_FAST_MIN_BATCH, 4096};
+    const auxtrunk_api_t *api = plugin(&g_cuda);
+    auxtrunk_handle_t *h = open_fast(api, d, 4096);
+    double worst[1 + NPARAM] = {0};
+    for (int t = 0; t < (g_quick ? 1 : 2); t++) {
+        problem_t pb = problem_new(d, batches[t], &r);
+        const size_t nx = (size_t)pb.batch * d.enc, nd = (size_t)pb.batch * d.aux;
+        for (size_t i = 0; i < nx; i++)
+            pb.x[i] *= 1e3f;
+        for (size_t i = 0; i < nd; i++)
+            pb.dout[i] *= 1e2f;
+        CUDA_OK(cudaMemcpy(dptr(&pb.devx), pb.x, nx * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(dptr(&pb.devdout), pb.dout, nd * sizeof(float), cudaMemcpyHostToDevice));
+        outputs_t o = outputs_new(&pb);
+        run_v1(api, h, &pb, &o, 0, NULL);
+        CUDA_OK(cudaDeviceSynchronize());
+        result_t got = outputs_fetch(&pb, &o);
+        expect_inputs_unchanged(&pb);
+        double err[1 + NPARAM];
+        expect_result_ref64_tol(&pb, &got, CUDA_FAST_TOL, err);
+        for (int i = 0; i <= NPARAM; i++)
+            worst[i] = err[i] > worst[i] ? err[i] : worst[i];
+        printf("  fast production B=%d, x ±1e3, dout ±1e2: vs ref64 out %.2g dw1 %.2g db1 %.2g "
+               "dw2 %.2g db2 %.2g dw3 %.2g db3 %.2g (tolerance %.0e)\n",
+               pb.batch, err[0], err[1], err[2], err[3], err[4], err[5], err[6], CUDA_FAST_TOL);
+        fflush(stdout);
+        result_free(&got);
+        outputs_free(&o);
+        problem_free(&pb);
+    }
+    ck_assert_int_eq(api->destroy(h), AUXTRUNK_OK);
+    printf("  fast mode worst, large inputs: out %.2g dw1 %.2g db1 %.2g dw2 %.2g db2 %.2g dw3 "
+           "%.2g db3 %.2g\n",
+           worst[0], worst[1], worst[2], worst[3], worst[4], worst[5], worst[6]);
+    expect_no_cuda_error("fast mode, large inputs");
+}
+END_TEST
+
 /* Outside the fast kernels' domain (a width not a multiple of 4, a pointer
  * not 16-byte aligned) fast mode runs the exact kernels: canonical bits. */
 START_TEST(fast_mode_fallback_is_exact)
@@ -1426,6 +1476,7 @@ static Suite *make_suite(const char *mode)
         TCase *tf = tcase_create("fast");
         tcase_set_timeout(tf, 1200);
         tcase_add_test(tf, fast_mode_within_tolerance);
+        tcase_add_test(tf, fast_mode_large_inputs_within_tolerance);
         tcase_add_test(tf, fast_mode_fallback_is_exact);
         tcase_add_test(tf, fast_mode_deterministic);
         tcase_add_test(tf, fast_mode_graph_replay_equals_eager);

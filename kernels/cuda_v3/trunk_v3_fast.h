@@ -1,0 +1,92 @@
+/*
+ * trunk_v3_fast.h — fast mode (AUXTRUNK_CONFIG_FAST) of CUDA kernel version
+ * 3: the trunk on TF32 tensor cores. Math only: no ABI types; pointers are
+ * device memory of the current device, shapes and layouts as in
+ * abi/auxtrunk.h.
+ *
+ * Which kernels run (fixed by the widths, the batch and the device; nothing
+ * depends on data):
+ *   B < V3_FAST_MIN_BATCH   cuda-v3's exact path (v3_forward, v3_backward):
+ *                           canonical bits, so fast mode is never slower
+ *                           than exact mode there;
+ *   forward, B >= it        three launches of the Hopper layer GEMM
+ *                           (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a)
+ *                           where the device has its image and every input
+ *                           width K is at most 256; cuda-v2's fast forward
+ *                           (trunk_v2_fast.cu, linked) otherwise;
+ *   backward, B >= it       cuda-v2's fast backward (which runs cuda-v2's
+ *                           exact kernels below V2_FAST_MIN_BATCH).
+ * Deterministic (no atomics; a summation order fixed by the widths and the
+ * batch), graph-capturable (no allocation, no synchronisation, launches on
+ * the caller's stream only), no gradient for x.
+ *
+ * Tolerance, against the double reference with the norm-relative measure of
+ * every numeric test (max |got - ref| / max |ref| per tensor):
+ *     V3_FAST_TOL = 1e-2 for out and each of the six gradients,
+ * cuda-v2's bound (trunk_v2.h: five TF32 stages deep, 2u = 2^-10 each,
+ * added as if they never cancelled, doubled). The wgmma layers read their
+ * activation operand truncated to TF32, not rounded (at most 2^-10 relative
+ * instead of 2^-11): their product error is at most 1.5 · 2^-10 rather than
+ * 2^-10, so the two forward stages add at most 1e-3 more to the sum of the
+ * bound (5.9e-3, still under the tolerance). Measured worst errors are in
+ * docs/perf-notes-v3-fast.md.
+ *
+ * Workspace: the larger of cuda-v3's exact workspace and cuda-v2's fast
+ * workspace (either backward may run; the wgmma forward needs none).
+ */
+#ifndef AUXTRUNK_TRUNK_V3_FAST_H
+#define AUXTRUNK_TRUNK_V3_FAST_H
+
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+
+#include "trunk_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The tolerance above, for tests and documentation. */
+#define V3_FAST_TOL 1e-2
+
+/* Smallest batch the TF32 kernels take (see above). */
+#define V3_FAST_MIN_BATCH 1024
+
+size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch);
+
+/* v3_prepare and v2_fast_prepare, plus the Hopper layer GEMM where the
+ * device runs its image (v3_wgmma_prepare). Once per device at init. */
+cudaError_t v3_fast_prepare(void);
+
+cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                            float *h1, float *h2, float *out, cudaStream_t stream);
+cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                             const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                             int accumulate, float *workspace, cudaStream_t stream);
+
+/* ------------------------------------------------------------------------- */
+/* The Hopper layer GEMM (trunk_v3_fast_wgmma.cu)                            */
+
+/* Loads the kernel and the driver's cuTensorMapEncodeTiled (through the
+ * runtime, cudaGetDriverEntryPointByVersion: libcuda is never linked). A
+ * device without the kernel's sm_90a image, or a driver without the entry
+ * point, is not an error: v3_wgmma_available() then answers 0. */
+cudaError_t v3_wgmma_prepare(void);
+int v3_wgmma_available(void);
+
+/* 1 if v3_wgmma_layer takes these shapes: n and k multiples of 4, k <= 256. */
+int v3_wgmma_layer_supported(int m, int n, int k);
+
+/* c [m, n] = act(a [m, k] · w [k, n] + bias [n]), act = ELU if elu, else
+ * the identity; a and c 16-byte aligned. One launch on stream;
+ * cudaErrorInvalidValue (nothing launched) outside the domain or before a
+ * successful v3_wgmma_prepare on this device. */
+cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c, int m,
+                           int n, int k, int elu, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AUXTRUNK_TRUNK_V3_FAST_H */

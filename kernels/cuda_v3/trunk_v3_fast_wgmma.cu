@@ -1,0 +1,358 @@
+/*
+ * trunk_v3_fast_wgmma.cu — cuda-v3's Hopper layer GEMM for fast mode: one
+ * forward layer, out = act(a · W + b), on the TF32 tensor cores through
+ * wgmma (sm_90a), the activations streamed into shared memory by the bulk
+ * tensor copy engine (TMA) on mbarriers. Built for sm_90a only
+ * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernel has no
+ * image, v3_wgmma_available() answers 0, and fast mode runs cuda-v2's
+ * kernels instead.
+ *
+ * What it guarantees: deterministic results (a fixed k order per output, no
+ * atomics), nothing allocated, nothing synchronised, one launch on the
+ * caller's stream (graph-capturable: the tensor map is a kernel parameter).
+ * What it does not do: round a like cvt.rn does. The tensor cores read
+ * the fp32 bits of a as TF32 by dropping the low 13 mantissa bits
+ * (truncation, at most 2^-10 relative); W is rounded to nearest (cvt.rn)
+ * as it is staged. See trunk_v3_fast.h for the tolerance.
+ *
+ * One block of two warpgroups (256 threads, one block per SM) owns a
+ * 128-column slice of the layer's output and walks 128-row tiles of the
+ * batch (a persistent grid: blocks n-slice-major, so the blocks of one row
+ * tile run side by side and share it in L2):
+ *   - Wᵀ slice [128 n, K] is staged once per block by ordinary loads into
+ *     shared memory, K-major in 32-float slabs with the 128-byte swizzle the
+ *     wgmma descriptors name (the tf32 wgmma takes K-major operands only,
+ *     and W is n-contiguous), then fence.proxy.async for the tensor cores;
+ *   - the activations arrive as [128 rows, 32 k] slabs (16 KiB, the TMA box,
+ *     128-byte swizzle, zero fill past B and K) in a ring of STAGES buffers,
+ *     each completing on its mbarrier (expect_tx by thread 0, which issues
+ *     every copy); the ring runs across row tiles, so the next tile's first
+ *     slabs load during this tile's epilogue;
+ *   - per slab each warpgroup issues four m64n128k8 wgmmas (its 64 rows),
+ *     waits for them, and after a block barrier (the stage is free) thread
+ *     0 refills the stage with the slab STAGES ahead;
+ *   - epilogue from the accumulators: + bias, ELU (hardware exponential), one
+ *     8-byte store per accumulator pair (each warp store covers whole
+ *     32-byte sectors).
+ */
+#include "trunk_v3_fast.h"
+
+#include <cuda.h> /* CUtensorMap and its enums; the driver is reached through the runtime */
+#include <cudaTypedefs.h>
+
+#include "trunk_v3_sync.cuh"
+
+namespace {
+
+using v3sync::mbar_expect_tx;
+using v3sync::mbar_init;
+using v3sync::mbar_wait;
+using v3sync::smem_u32;
+
+constexpr int NT = 256;           /* two warpgroups */
+constexpr int BM = 128;           /* batch rows per tile: 64 per warpgroup */
+constexpr int BN = 128;           /* output columns per block (wgmma n) */
+constexpr int BK = 32;            /* floats per slab row: 128 bytes, the swizzle span */
+constexpr int KSTEP = 8;          /* k of one tf32 wgmma */
+constexpr int STAGES = 4;         /* activation ring depth */
+constexpr int SLAB = BM * BK * 4; /* bytes of one activation slab (= one Wᵀ slab) */
+constexpr int KMAX = 256;         /* widest K whose Wᵀ slice stays resident */
+constexpr int WT_BYTES = KMAX / BK * SLAB;
+constexpr int SMEM_BYTES = 1024 /* alignment slack */ + WT_BYTES + STAGES * SLAB + STAGES * 8;
+static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
+
+struct Layer {
+    const float *w;    /* [K, N] n-contiguous */
+    const float *bias; /* [N] */
+    float *c;          /* [M, N] */
+    int m, n, k;
+    int elu;
+    int tiles_n, tiles_m;
+};
+
+/* ------------------------------------------------------------ device -- */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+/* A shared-memory matrix descriptor for a K-major operand in 128-byte
+ * swizzle: rows of 128 bytes, 8-row atoms 1024 bytes apart (stride byte
+ * offset), leading byte offset unused in this mode (1 by convention). The
+ * address may step by 32 bytes inside a row (the next k8 of the slab): the
+ * hardware swizzles the address it forms, the atom base stays 1024-aligned. */
+__device__ __forceinline__ uint64_t desc_sw128(unsigned saddr)
+{
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+/* Byte offset of element (row r, k) of a slab in the 128-byte swizzle: the
+ * 16-byte chunk index is xored with the row's index within its atom, as the
+ * TMA writes it (the slab base 1024-aligned). */
+__device__ __forceinline__ unsigned sw128_off(int r, int k)
+{
+    return (unsigned)(r * 128 + (((k >> 2) ^ (r & 7)) << 4) + (k & 3) * 4);
+}
+
+__device__ __forceinline__ float to_tf32_rn(float f)
+{
+    uint32_t r;
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return __uint_as_float(r);
+}
+
+/* ELU from the hardware exponential, as cuda-v2's fast mode (trunk_v2_fast.cu). */
+__device__ __forceinline__ float elu_fast(float z) { return z > 0.0f ? z : __expf(z) - 1.0f; }
+
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap *map, int c0, int c1,
+                                            unsigned bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all()
+{
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* d[64] += A (64 x 8, descriptor) · B (8 x 128, descriptor), fp32 accumulate. */
+#define V3W_R8(i)                                                                               \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+__device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1;\n"
+                 "}"
+                 : V3W_R8(0), V3W_R8(8), V3W_R8(16), V3W_R8(24), V3W_R8(32), V3W_R8(40), V3W_R8(48),
+                   V3W_R8(56)
+                 : "l"(da), "l"(db), "r"(1)
+                 : "memory");
+}
+#undef V3W_R8
+
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+__global__ void __launch_bounds__(NT, 1)
+    v3_wgmma_layer_kernel(const __grid_constant__ CUtensorMap a, Layer L)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const unsigned raw = smem_u32(smem_raw);
+    const unsigned base = (raw + 1023u) & ~1023u; /* the swizzle atoms need 1024-byte alignment */
+    unsigned char *const gbase = smem_raw + (base - raw);
+    const unsigned wt = base, ring = base + WT_BYTES, bars = ring + STAGES * SLAB;
+
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
+    const int nt = blockIdx.x % L.tiles_n, group = blockIdx.x / L.tiles_n;
+    const int groups = gridDim.x / L.tiles_n;
+    const int n0 = nt * BN;
+    const int ks_n = (L.k + BK - 1) / BK;
+    const int tiles = group < L.tiles_m ? (L.tiles_m - group + groups - 1) / groups : 0;
+    const int total = tiles * ks_n; /* slabs this block consumes, in order */
+
+    /* slab t: row tile group + (t / ks_n) * groups, k slab t % ks_n, stage t % STAGES */
+    const CUtensorMap *const map = &a;
+    auto issue = [&](int t) {
+        const int s = t % STAGES;
+        const unsigned bar = bars + 8 * s;
+        mbar_expect_tx(bar, SLAB);
+        tma_load_2d(ring + s * SLAB, map, (t % ks_n) * BK, (group + (t / ks_n) * groups) * BM, bar);
+    };
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++)
+            mbar_init(bars + 8 * s, 1);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        for (int t = 0; t < STAGES && t < total; t++)
+            issue(t);
+    }
+
+    /* Wᵀ slice: thread tid takes column n = tid % 128 of every other group
+     * of 4 k (the four loads of a group read four rows of W, each
+     * coalesced across the warp), rounds, and stores one 16-byte chunk. */
+    {
+        const int n = tid & (BN - 1);
+        const bool in_n = n0 + n < L.n;
+        const float *col = L.w + n0 + n;
+#pragma unroll 4
+        for (int kc = tid >> 7; kc < ks_n * (BK / 4); kc += NT / BN) {
+            const int k0 = kc * 4;
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                v[e] =
+                    in_n && k0 + e < L.k ? to_tf32_rn(__ldg(col + (size_t)(k0 + e) * L.n)) : 0.0f;
+            *reinterpret_cast<float4 *>(gbase + (k0 / BK) * SLAB + sw128_off(n, k0 % BK)) =
+                make_float4(v[0], v[1], v[2], v[3]);
+        }
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
+    __syncthreads(); /* Wᵀ staged, mbarriers initialised */
+
+    const int rw = wg * 64 + warp * 16 + (lane >> 2); /* accumulator row within the tile */
+    const int cq = 2 * (lane & 3);                    /* accumulator column within an n8 */
+    float bias[32];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int c = n0 + 8 * j + cq + e;
+            bias[2 * j + e] = c < L.n ? __ldg(L.bias + c) : 0.0f;
+        }
+
+    for (int i = 0; i < tiles; i++) {
+        float acc[64];
+#pragma unroll
+        for (int r = 0; r < 64; r++)
+            acc[r] = 0.0f;
+        for (int ks = 0; ks < ks_n; ks++) {
+            const int t = i * ks_n + ks, s = t % STAGES;
+            mbar_wait(bars + 8 * s, (unsigned)(t / STAGES) & 1u);
+            wgmma_fence();
+            const unsigned sa = ring + s * SLAB + wg * (SLAB / 2), sb = wt + ks * SLAB;
+#pragma unroll
+            for (int j = 0; j < BK / KSTEP; j++)
+                wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
+            wgmma_commit();
+            wgmma_wait_all();
+            __syncthreads(); /* every warpgroup is done with stage s */
+            if (tid == 0 && t + STAGES < total)
+                issue(t + STAGES);
+        }
+
+        const int m0 = (group + i * groups) * BM;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = m0 + rw + 8 * h;
+            if (row >= L.m)
+                continue;
+            float *dst = L.c + (size_t)row * L.n + n0 + cq;
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                if (n0 + 8 * j + cq >= L.n) /* n is a multiple of 4: pairs are whole */
+                    break;
+                float v0 = acc[4 * j + 2 * h] + bias[2 * j];
+                float v1 = acc[4 * j + 2 * h + 1] + bias[2 * j + 1];
+                if (L.elu)
+                    v0 = elu_fast(v0), v1 = elu_fast(v1);
+                *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v0, v1);
+            }
+        }
+    }
+#else
+    (void)a, (void)L;
+#endif
+}
+
+/* ------------------------------------------------------------- host -- */
+
+/* Per device: whether v3_wgmma_prepare found the kernel's image and raised
+ * its shared-memory limit there, and its multiprocessor count. */
+constexpr int MAX_DEVICES = 64;
+PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
+int g_ready[MAX_DEVICES];
+int g_sms[MAX_DEVICES];
+
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The current device's index, or -1 where it has none of the above. */
+int ready_device()
+{
+    int dev;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MAX_DEVICES || !g_ready[dev])
+        return -1;
+    return dev;
+}
+
+} /* namespace */
+
+extern "C" cudaError_t v3_wgmma_prepare(void)
+{
+    int dev, smem_max;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess)
+        return e;
+    if (dev < 0 || dev >= MAX_DEVICES)
+        return cudaSuccess;
+    g_ready[dev] = 0;
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(v3_wgmma_layer_kernel)) !=
+        cudaSuccess) {
+        (void)cudaGetLastError(); /* no sm_90a image for this device: an answer, not an error */
+        return cudaSuccess;
+    }
+    if ((e = cudaDeviceGetAttribute(&g_sms[dev], cudaDevAttrMultiProcessorCount, dev)) !=
+            cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+            cudaSuccess)
+        return e;
+    if (smem_max < SMEM_BYTES)
+        return cudaSuccess;
+    if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_layer_kernel),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
+        cudaSuccess)
+        return e;
+    if (!g_encode) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                             cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !fn) {
+            (void)cudaGetLastError();
+            return cudaSuccess;
+        }
+        g_encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }
+    g_ready[dev] = 1;
+    return cudaSuccess;
+}
+
+extern "C" int v3_wgmma_available(void) { return ready_device() >= 0; }
+
+extern "C" int v3_wgmma_layer_supported(int m, int n, int k)
+{
+    return m > 0 && n > 0 && k > 0 && n % 4 == 0 && k % 4 == 0 && k <= KMAX;
+}
+
+extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c,
+                                      int m, int n, int k, int elu, cudaStream_t stream)
+{
+    const int dev = ready_device();
+    if (dev < 0 || !a || !w || !bias || !c || !v3_wgmma_layer_supported(m, n, k) || !aligned16(a) ||
+        !aligned16(c))
+        return cudaErrorInvalidValue;
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
+    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(float)};
+    const cuuint32_t box[2] = {BK, BM}, estr[2] = {1, 1};
+    if (g_encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
+                 box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return cudaErrorInvalidValue;
+    Layer L;
+    L.w = w, L.bias = bias, L.c = c, L.m = m, L.n = n, L.k = k, L.elu = elu;
+    L.tiles_n = (n + BN - 1) / BN;
+    L.tiles_m = (m + BM - 1) / BM;
+    int groups = g_sms[dev] / L.tiles_n;
+    groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
+    v3_wgmma_layer_kernel<<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
+    return cudaGetLastError();
+}

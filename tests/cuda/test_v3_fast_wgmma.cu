@@ -1,0 +1,209 @@
+/*
+ * test_v3_fast_wgmma.cu — cuda-v3's Hopper layer GEMM
+ * (kernels/cuda_v3/trunk_v3_fast_wgmma.cu) on its own, against a double
+ * reference, on a GPU:
+ *   - on a device of compute capability 9.0 the sm_90a image must load
+ *     (v3_wgmma_available), or fast mode would silently run cuda-v2's kernels;
+ *   - c = act(a · W + b) for layer shapes with tails in every dimension
+ *     (rows past a 128-row tile, columns past a 128-column slice, k past a
+ *     32-float slab), and for the trunk's layers at batches of one and many
+ *     row tiles per block: the output poisoned (NaN) before the call, every
+ *     element written, the guard floats after it untouched, the
+ *     norm-relative error (max |got - ref| / max |ref|) at most LAYER_TOL,
+ *     inputs of magnitude 1 and of 1e3 (large inputs: the ELU saturates and
+ *     the linear part dominates; the error measure is scale-free);
+ *   - a second call gives the same bits;
+ *   - shapes outside the domain are refused with nothing written.
+ * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
+ * Without a device: "no CUDA device", exit 77 (ctest: skipped).
+ *
+ * LAYER_TOL: one TF32 stage. A product of an activation truncated to TF32
+ * (at most 2^-10 relative) and a weight rounded to nearest (2^-11) is off by
+ * at most 1.5 · 2^-10 = 1.5e-3; the errors of the K terms are independent
+ * and grow like sqrt(K) as the sum does, so the norm-relative error of a
+ * stage is about that bound or less. LAYER_TOL = 3e-3 leaves a factor 2;
+ * expected measurements: a few 1e-4.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "bits.h"
+#include "rng.h"
+}
+#include "trunk_v3_fast.h"
+
+#define LAYER_TOL 3e-3
+#define GUARD 64 /* floats after c that must stay as they were */
+
+static uint64_t g_seed;
+
+#define CUDA_OK(call)                                                              \
+    do {                                                                           \
+        cudaError_t e_ = (call);                                                   \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+
+static float *dev_from(const std::vector<float> &h)
+{
+    float *d = NULL;
+    CUDA_OK(cudaMalloc(&d, h.size() * sizeof(float)));
+    CUDA_OK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void prepare_or_fail(void)
+{
+    CUDA_OK(v3_wgmma_prepare());
+    cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major == 9 && prop.minor == 0)
+        ck_assert_msg(v3_wgmma_available(), "%s (sm_90) did not load the sm_90a layer kernel",
+                      prop.name);
+}
+
+typedef struct layer_case {
+    int m, n, k, elu;
+} layer_case_t;
+
+/* One layer on the device against the double reference; returns the error. */
+static double run_layer(const layer_case_t &c, float scale, tst_rng_t *r)
+{
+    const size_t na = (size_t)c.m * c.k, nw = (size_t)c.k * c.n, nc = (size_t)c.m * c.n;
+    std::vector<float> a(na), w(nw), b(c.n);
+    tst_rng_fill(r, a.data(), na, -scale, scale);
+    const float ws = 1.0f / sqrtf((float)c.k);
+    tst_rng_fill(r, w.data(), nw, -ws, ws);
+    tst_rng_fill(r, b.data(), c.n, -0.5f, 0.5f);
+
+    std::vector<float> poison(nc + GUARD, tst_bits_f32(0x7fc0dead)), guard_want(GUARD);
+    for (int i = 0; i < GUARD; i++)
+        guard_want[i] = poison[nc + i] = (float)(i + 1);
+    float *da = dev_from(a), *dw = dev_from(w), *db = dev_from(b), *dc = dev_from(poison);
+
+    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> got(nc + GUARD), again(nc + GUARD);
+    CUDA_OK(cudaMemcpy(got.data(), dc, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(again.data(), dc, again.size() * sizeof(float), cudaMemcpyDeviceToHost));
+
+    for (int i = 0; i < GUARD; i++)
+        ck_assert_msg(tst_f32_bits(got[nc + i]) == tst_f32_bits(guard_want[i]),
+                      "m %d n %d k %d: wrote past c (guard float %d)", c.m, c.n, c.k, i);
+    size_t diff = 0;
+    for (size_t i = 0; i < nc; i++)
+        diff += tst_f32_bits(got[i]) != tst_f32_bits(again[i]);
+    ck_assert_msg(diff == 0, "m %d n %d k %d: %zu elements differ between two calls", c.m, c.n, c.k,
+                  diff);
+
+    double worst = 0, scale_ref = 0;
+    size_t at = 0;
+    std::vector<double> ref(c.n);
+    for (int i = 0; i < c.m; i++) {
+        for (int j = 0; j < c.n; j++)
+            ref[j] = b[j];
+        for (int k = 0; k < c.k; k++) {
+            const double av = a[(size_t)i * c.k + k];
+            const float *wr = &w[(size_t)k * c.n];
+            for (int j = 0; j < c.n; j++)
+                ref[j] += av * wr[j];
+        }
+        for (int j = 0; j < c.n; j++) {
+            const double want = c.elu && ref[j] <= 0 ? expm1(ref[j]) : ref[j];
+            const float g = got[(size_t)i * c.n + j];
+            ck_assert_msg(isfinite(g), "m %d n %d k %d: c[%d][%d] = %g (not written?)", c.m, c.n,
+                          c.k, i, j, (double)g);
+            const double e = fabs((double)g - want);
+            if (e > worst)
+                worst = e, at = (size_t)i * c.n + j;
+            scale_ref = fmax(scale_ref, fabs(want));
+        }
+    }
+    const double rel = worst / (scale_ref > 0 ? scale_ref : 1.0);
+    printf("  wgmma layer m %5d n %3d k %3d %s, inputs ±%g: error %.2e (at %zu, limit %.0e)\n", c.m,
+           c.n, c.k, c.elu ? "ELU " : "bias", (double)scale, rel, at, LAYER_TOL);
+    fflush(stdout);
+    ck_assert_msg(rel <= LAYER_TOL, "m %d n %d k %d: error %.3g > %.0e", c.m, c.n, c.k, rel,
+                  LAYER_TOL);
+    cudaFree(da), cudaFree(dw), cudaFree(db), cudaFree(dc);
+    return rel;
+}
+
+START_TEST(layer_matches_double_reference)
+{
+    prepare_or_fail();
+    if (!v3_wgmma_available()) {
+        printf("  no sm_90a device: the layer kernel does not run here\n");
+        return;
+    }
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x71);
+    static const layer_case_t cases[] = {
+        {1, 256, 256, 1},     {97, 256, 256, 1},    {1024, 256, 256, 1}, {1024, 128, 256, 0},
+        {4133, 256, 256, 1},  {300, 20, 36, 1},     {513, 132, 132, 0},  {129, 12, 4, 1},
+        {40000, 256, 256, 1}, {20011, 128, 256, 0},
+    };
+    double worst = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int big = 0; big < 2; big++)
+            worst = fmax(worst, run_layer(cases[i], big ? 1e3f : 1.0f, &r));
+    printf("  wgmma layer worst error %.2e (limit %.0e)\n", worst, LAYER_TOL);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+END_TEST
+
+START_TEST(outside_the_domain_is_refused)
+{
+    prepare_or_fail();
+    float *buf = NULL;
+    CUDA_OK(cudaMalloc(&buf, 1 << 20));
+    const float *w = buf, *b = buf;
+    /* k > 256, n or k not a multiple of 4, a misaligned, c misaligned, m = 0 */
+    ck_assert(!v3_wgmma_layer_supported(16, 256, 260));
+    ck_assert(!v3_wgmma_layer_supported(16, 254, 256));
+    ck_assert(!v3_wgmma_layer_supported(16, 256, 6));
+    ck_assert(!v3_wgmma_layer_supported(0, 256, 256));
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 260, 1, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_layer(buf + 1, w, b, buf + 4096, 16, 256, 256, 1, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4097, 16, 256, 256, 1, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 0, 256, 256, 1, 0),
+                     cudaErrorInvalidValue);
+    CUDA_OK(cudaFree(buf));
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+END_TEST
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("no CUDA device: test_v3_fast_wgmma skipped\n");
+        return 77;
+    }
+    g_seed = tst_seed("test_v3_fast_wgmma");
+    Suite *s = suite_create("cuda-v3 wgmma layer");
+    TCase *tc = tcase_create("gpu");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, layer_matches_double_reference);
+    tcase_add_test(tc, outside_the_domain_is_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* the CUDA context of main stays usable */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
