@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(NT, 1)
         const int n = tid & (BN - 1);
         const bool in_n = n0 + n < L.n;
         const float *col = L.w + n0 + n;
-#pragma unroll 4
+#pragma unroll 8
         for (int kc = tid >> 7; kc < ks_n * (BK / 4); kc += NT / BN) {
             const int k0 = kc * 4;
             float v[4];
