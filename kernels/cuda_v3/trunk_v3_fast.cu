@@ -1,32 +1,16 @@
 /*
  * trunk_v3_fast.cu — the entry points of cuda-v3's fast mode
  * (trunk_v3_fast.h): which kernels a call runs. No kernels of its own: the
- * exact path below V3_FAST_MIN_BATCH (trunk_v3.cu), the Hopper layer GEMM
- * for the forward (trunk_v3_fast_wgmma.cu), cuda-v2's fast kernels for the
- * rest (linked from auxtrunk_kernels_cuda_v2).
+ * exact path below V2_FAST_MIN_BATCH (trunk_v3.cu), cuda-v2's fast kernels
+ * from there on (trunk_v2_fast.cu, linked from auxtrunk_kernels_cuda_v2).
+ * The Hopper layer GEMM (trunk_v3_fast_wgmma.cu) is not called here: on the
+ * H200 it was slower than cuda-v2's fast forward at every batch measured
+ * (docs/perf-notes-v3-fast.md).
  */
 #include "trunk_v3_fast.h"
 
 #include "trunk_v2.h"
 #include "trunk_v3.h"
-
-namespace {
-
-inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-/* The wgmma forward takes the call: the device runs it, every layer is in
- * its domain, and the activations it reads by TMA and writes are 16-byte
- * aligned. */
-bool wgmma_forward_takes(atk_dims_t d, const float *x, int batch, const float *h1, const float *h2,
-                         const float *out)
-{
-    return v3_wgmma_available() && v3_wgmma_layer_supported(batch, d.h1, d.enc) &&
-           v3_wgmma_layer_supported(batch, d.h2, d.h1) &&
-           v3_wgmma_layer_supported(batch, d.aux, d.h2) && aligned16(x) && aligned16(h1) &&
-           aligned16(h2) && aligned16(out);
-}
-
-} /* namespace */
 
 extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
@@ -37,25 +21,17 @@ extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 
 extern "C" cudaError_t v3_fast_prepare(void)
 {
-    cudaError_t e;
-    if ((e = v3_prepare()) != cudaSuccess || (e = v2_fast_prepare()) != cudaSuccess)
-        return e;
-    return v3_wgmma_prepare();
+    cudaError_t e = v3_prepare();
+    return e != cudaSuccess ? e : v2_fast_prepare();
 }
 
 extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x,
                                        int batch, float *h1, float *h2, float *out,
                                        cudaStream_t stream)
 {
-    if (batch < V3_FAST_MIN_BATCH)
+    if (batch < V2_FAST_MIN_BATCH)
         return v3_forward(d, p, x, batch, h1, h2, out, stream);
-    if (!wgmma_forward_takes(d, x, batch, h1, h2, out))
-        return v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
-    cudaError_t e;
-    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, stream)) != cudaSuccess ||
-        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, stream)) != cudaSuccess)
-        return e;
-    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, stream);
+    return v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
 }
 
 extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -63,7 +39,7 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
                                         int batch, const atk_grads_t *g, int accumulate,
                                         float *workspace, cudaStream_t stream)
 {
-    if (batch < V3_FAST_MIN_BATCH)
+    if (batch < V2_FAST_MIN_BATCH)
         return v3_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     return v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
 }

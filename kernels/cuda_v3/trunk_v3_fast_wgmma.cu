@@ -4,8 +4,10 @@
  * wgmma (sm_90a), the activations streamed into shared memory by the bulk
  * tensor copy engine (TMA) on mbarriers. Built for sm_90a only
  * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernel has no
- * image, v3_wgmma_available() answers 0, and fast mode runs cuda-v2's
- * kernels instead.
+ * image and v3_wgmma_available() answers 0. Correct on the H200, but slower
+ * than cuda-v2's fast forward there at every batch measured
+ * (docs/perf-notes-v3-fast.md), so fast mode does not call it yet; its test
+ * is tests/cuda/test_v3_fast_wgmma.cu.
  *
  * What it guarantees: deterministic results (a fixed k order per output, no
  * atomics), nothing allocated, nothing synchronised, one launch on the
