@@ -61,13 +61,14 @@ static_assert(V3_MAX_BATCH <= MAX_CLUSTERS * 16 * 4, "TM = 4 covers the largest 
 
 /* ------------------------------------------------------------ plumbing -- */
 
-/* An mbarrier expecting one arrival (the owner's expect_tx) and `bytes` of
- * st.async data in its first phase; mbar_wait0 waits for that phase. */
-__device__ __forceinline__ void mbar_init_expect(unsigned bar, unsigned bytes)
-{
-    mbar_init(bar, 1);
-    mbar_expect_tx(bar, bytes);
-}
+/* The exchange mbarriers expect one arrival, the owner's expect_tx of the
+ * st.async bytes of their first phase; mbar_wait0 waits for that phase.
+ * Thread 0 initialises them in the prologue and arrives only after the
+ * block's next __syncthreads: ptxas may issue the initialisation as a
+ * warp-uniform instruction (executed by the whole warp, as racecheck sees
+ * it), so the barrier, not program order within thread 0, is what orders
+ * it before the arrival. Peers' bytes may land before the arrival: the
+ * phase cannot complete while the arrival is pending. */
 __device__ __forceinline__ void mbar_wait0(unsigned bar) { mbar_wait(bar, 0); }
 
 __device__ __forceinline__ void copy16(float *dst, const float *src, bool valid)
@@ -323,8 +324,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
 
     if (threadIdx.x == 0) {
-        mbar_init_expect(bar1, (unsigned)(R * f.n1 * 4));
-        mbar_init_expect(bar2, (unsigned)(R * f.n2 * 4));
+        mbar_init(bar1, 1);
+        mbar_init(bar2, 1);
     }
     stage_rows(xs, ldx, f.x, f.enc, row0, R, f.batch);
     stage_cols<SW>(w1s, f.w1, f.enc, f.n1, (int)rank * SW);
@@ -355,6 +356,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     /* Layer 1. */
     wait_copies<1>(); /* x and W1 */
     __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(bar1, (unsigned)(R * f.n1 * 4));
+        mbar_expect_tx(bar2, (unsigned)(R * f.n2 * 4));
+    }
     if (in1) {
         chain<FragCols<TM, 4>>(a1, xs + rg * ldx, ldx, w1s + 4 * cg, SW, f.enc);
 #pragma unroll
@@ -641,7 +646,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
      * only take gradient tiles) ------------------------------------------ */
     if (row0 < f.batch) {
         if (threadIdx.x == 0)
-            mbar_init_expect(b2, (unsigned)(R * f.n2 * 4));
+            mbar_init(b2, 1);
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
         stage_rows(w3s, ldd, f.w3, f.aux, c0, SW, f.n2);
         commit();
@@ -654,6 +659,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         load_y<TM>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
         wait_copies<1>();
         __syncthreads();
+        if (threadIdx.x == 0)
+            mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
         chain<FragRows<TM, 4>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
 #pragma unroll
         for (int i = 0; i < TM; i++)
