@@ -35,6 +35,7 @@
 #include "auxtrunk_canon.h"
 #include "trunk_v2.h"
 #include "trunk_v3_sync.cuh"
+#include "trunk_v3_trace.h"
 
 namespace {
 
@@ -111,6 +112,48 @@ __device__ __forceinline__ void await(unsigned *flags, int set, int first, int n
             __nanosleep(64);
     __threadfence();
     __syncthreads();
+}
+
+/* -------------------------------------------------------------- trace -- */
+
+/* Set to 1 only by the trace program's build of this file (trunk_v3_trace.h);
+ * at 0 the stamps below compile to nothing. */
+#ifndef AUXTRUNK_V3_TRACE
+#define AUXTRUNK_V3_TRACE 0
+#endif
+#if AUXTRUNK_V3_TRACE
+__device__ v3_trace_t g_trace;
+#endif
+
+/* Thread 0 stamps the end of a phase of this block: slot of the forward's
+ * (fwd) or the backward's row of the trace. */
+__device__ __forceinline__ void stamp(bool fwd, int slot)
+{
+#if AUXTRUNK_V3_TRACE
+    if (threadIdx.x == 0) {
+        unsigned long long ns;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+        const v3_stamp_t s = {ns, (unsigned long long)clock64()};
+        (fwd ? g_trace.fwd[blockIdx.x] : g_trace.bwd[blockIdx.x])[slot] = s;
+    }
+#else
+    (void)fwd, (void)slot;
+#endif
+}
+
+/* Stamp `step` (0 begin, 1 flags awaited, 2 done) of the block's k-th
+ * gradient item, whose kind is tag (trunk_v3_trace.h). */
+__device__ __forceinline__ void stamp_item(int k, int step, int tag)
+{
+#if AUXTRUNK_V3_TRACE
+    if (k < V3_TRACE_ITEMS) {
+        stamp(false, V3B_ITEM0 + 3 * k + step);
+        if (threadIdx.x == 0)
+            g_trace.item[blockIdx.x][k] = tag;
+    }
+#else
+    (void)k, (void)step, (void)tag;
+#endif
 }
 
 /* ------------------------------------------------------------ staging -- */
@@ -323,6 +366,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     const int c12 = (int)rank * SW + 4 * cg, c3 = (int)rank * W3 + TC3 * cg;
     const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
 
+    stamp(true, V3F_START);
     if (threadIdx.x == 0) {
         mbar_init(bar1, 1);
         mbar_init(bar2, 1);
@@ -360,6 +404,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
         mbar_expect_tx(bar1, (unsigned)(R * f.n1 * 4));
         mbar_expect_tx(bar2, (unsigned)(R * f.n2 * 4));
     }
+    stamp(true, V3F_STAGED);
     if (in1) {
         chain<FragCols<TM, 4>>(a1, xs + rg * ldx, ldx, w1s + 4 * cg, SW, f.enc);
 #pragma unroll
@@ -368,11 +413,14 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
             for (int c = 0; c < 4; c++)
                 a1[i][c] = auxtrunk_canon_elu(a1[i][c]);
     }
+    stamp(true, V3F_L1);
     cluster_wait(); /* every block's mbarriers are initialised */
+    stamp(true, V3F_CLUSTER);
     if (in1) {
         push_rows<TM>(h1s, ld1, rg, c12, a1, bar1);
         store_rows<TM, 4>(f.h1, f.n1, row0, rg, c12, f.batch, a1);
     }
+    stamp(true, V3F_PUSH1);
     __syncthreads(); /* W1 is read: its space takes W3 */
     stage_cols<W3>(w3s, f.w3, f.n2, f.aux, (int)rank * W3);
     commit();
@@ -380,7 +428,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     /* Layer 2. */
     wait_copies<1>();
     __syncthreads();
+    stamp(true, V3F_W2);
     mbar_wait0(bar1);
+    stamp(true, V3F_X1);
     if (in2) {
         chain<FragCols<TM, 4>>(a2, h1s + rg * ld1, ld1, w2s + 4 * cg, SW, f.n1);
 #pragma unroll
@@ -388,19 +438,24 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 a2[i][c] = auxtrunk_canon_elu(a2[i][c]);
+        stamp(true, V3F_L2);
         push_rows<TM>(h2s, ld2, rg, c12, a2, bar2);
         store_rows<TM, 4>(f.h2, f.n2, row0, rg, c12, f.batch, a2);
     }
+    stamp(true, V3F_PUSH2);
 
     /* Layer 3 (linear). Every push into this block has landed once bar2
      * completes, so the block may exit after it. */
     wait_copies<0>();
     __syncthreads();
+    stamp(true, V3F_W3);
     mbar_wait0(bar2);
+    stamp(true, V3F_X2);
     if (in3) {
         chain<FragCols<TM, TC3>>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
         store_rows<TM, TC3>(f.out, f.aux, row0, rg, c3, f.batch, a3);
     }
+    stamp(true, V3F_L3);
 }
 
 /* ----------------------------------------------------------- backward -- */
@@ -641,6 +696,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     const int rg = threadIdx.x % 16, cg = threadIdx.x / 16; /* a warp: 16 rows x 2 groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bar);
+    stamp(false, V3B_START);
 
     /* --- dh2_pre, dh1_pre for the cluster's rows (clusters past the batch
      * only take gradient tiles) ------------------------------------------ */
@@ -661,19 +717,25 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         __syncthreads();
         if (threadIdx.x == 0)
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
+        stamp(false, V3B_STAGED);
         chain<FragRows<TM, 4>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y2[i][j]);
+        stamp(false, V3B_DH2);
         cluster_wait(); /* every block's mbarrier is initialised */
+        stamp(false, V3B_CLUSTER);
         put_rows<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a, d2s, ld2, b2);
+        stamp(false, V3B_PUT2);
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
+        stamp(false, V3B_PUB2);
 
         wait_copies<0>();
         __syncthreads();
         mbar_wait0(b2); /* every push into this block has landed */
+        stamp(false, V3B_X);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -685,16 +747,19 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y1[i][j]);
+        stamp(false, V3B_DH1);
         put_rows<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a, nullptr, 0, 0u);
+        stamp(false, V3B_PUT1);
     } else {
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
     }
     publish(flag_of(f.flags, DH1_DONE, blockIdx.x)); /* also: shared memory is free again */
+    stamp(false, V3B_PUB1);
 
     /* --- weight and bias gradients -------------------------------------- */
     const int pairs = (f.batch + PAIR - 1) / PAIR;
     int waited = -1; /* (gradient, pair) whose producers this block has awaited */
-    int item = 0;
+    int item = 0, mine = 0; /* mine: items this block has taken */
     for (int which = 0; which < 3; which++) {
         const GradOf G = grad_of(f, which);
         const int kt = (G.K + 31) / 32, nt = (G.N + 31) / 32, bt = (G.N + NT - 1) / NT;
@@ -703,24 +768,32 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
             if (item % (int)gridDim.x != (int)blockIdx.x)
                 continue;
             const int pair = i / per_pair, j = i % per_pair;
+            const int tag = 1 + 6 * pair + 2 * which + (j >= kt * nt);
+            stamp_item(mine, 0, tag);
             if (G.ready >= 0 && waited != which * 2 + pair) {
                 /* The blocks of every cluster holding rows of this pair. */
                 const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
                 await(f.flags, G.ready, first * CL, (last - first + 1) * CL);
                 waited = which * 2 + pair;
             }
+            stamp_item(mine, 1, tag);
             if (j < kt * nt)
                 weight_tile(f, G, pairs, pair, 32 * (j / nt), 32 * (j % nt), smem);
             else
                 bias_tile(f, G, pairs, pair, NT * (j - kt * nt));
+            stamp_item(mine++, 2, tag);
         }
     }
-    if (pairs == 1)
+    if (pairs == 1) {
+        stamp(false, V3B_END);
         return;
+    }
 
     /* --- the last tree level: node 0 + node 1 ----------------------------- */
     publish(flag_of(f.flags, NODES_DONE, blockIdx.x));
+    stamp(false, V3B_NODES_PUB);
     await(f.flags, NODES_DONE, 0, (int)gridDim.x);
+    stamp(false, V3B_NODES_WAIT);
     const int P = f.off[6];
     for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P;
          q += 4 * NT * (int)gridDim.x) {
@@ -737,6 +810,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         }
         *p = v;
     }
+    stamp(false, V3B_END);
 }
 
 /* Checks that a cooperative launch of a cluster kernel is accepted here. */
@@ -855,6 +929,20 @@ cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
 } /* namespace */
 
 /* ---------------------------------------------------------- public API -- */
+
+#if AUXTRUNK_V3_TRACE
+extern "C" cudaError_t v3_trace_clear(void)
+{
+    void *p;
+    cudaError_t e = cudaGetSymbolAddress(&p, g_trace);
+    return e != cudaSuccess ? e : cudaMemset(p, 0, sizeof(v3_trace_t));
+}
+
+extern "C" cudaError_t v3_trace_get(v3_trace_t *t)
+{
+    return cudaMemcpyFromSymbol(t, g_trace, sizeof *t);
+}
+#endif
 
 extern "C" int v3_supported(atk_dims_t d)
 {
