@@ -22,8 +22,10 @@
  *
  * No atomics: blocks of a cluster talk through st.async into each other's
  * shared memory, completing on the receiver's mbarrier; blocks of the grid
- * through per-block flags in the workspace (st.release.gpu by the writer
- * after a block barrier and a fence, ld.acquire.gpu polls by the reader),
+ * through per-block flags in the workspace (st.release.gpu by the writer's
+ * thread 0 after a block barrier, ld.acquire.gpu polls by the reader, then
+ * a block barrier: the release/acquire pair and the barriers order every
+ * thread's accesses, so no further fence is needed),
  * each on its own 128-byte line, zeroed by a memset before each backward
  * launch. The backward is a cooperative launch, so every block is resident
  * while others poll.
@@ -86,14 +88,13 @@ __device__ __forceinline__ void wait_copies()
 }
 
 /* Publishes "this block's writes so far are done": every thread's stores
- * are ordered before thread 0's release by the block barrier and the fence. */
+ * precede thread 0's release through the block barrier (a release is
+ * cumulative over what its thread has synchronised with). */
 __device__ __forceinline__ void publish(unsigned *flag)
 {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
+    if (threadIdx.x == 0)
         st_release(flag, 1u);
-    }
 }
 
 __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block)
@@ -102,15 +103,15 @@ __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block
 }
 
 /* Waits until the flags of blocks [first, first + n) in `set` are all set;
- * every thread may then read what those blocks published (reads of it go
- * through L2: cp.async.cg, ld.cg). Polls back off, so that waiting blocks
- * leave L2 to the producers. */
+ * every thread may then read what those blocks published: each poller's
+ * acquire reaches the other threads through the block barrier (reads of
+ * it go through L2: cp.async.cg, ld.cg). Polls back off, so that waiting
+ * blocks leave L2 to the producers. */
 __device__ __forceinline__ void await(unsigned *flags, int set, int first, int n)
 {
     for (int j = threadIdx.x; j < n; j += NT)
         while (ld_acquire(flag_of(flags, set, first + j)) == 0u)
             __nanosleep(64);
-    __threadfence();
     __syncthreads();
 }
 
@@ -470,11 +471,12 @@ struct Bwd {
 };
 
 /* Shared memory of the backward, in floats: the row-local stage (dout rows,
- * dh2 rows, this block's rows of W3 and W2), then, reused, the gradient
- * tiles' slabs. */
+ * dh2 rows, this block's rows of W3 and W2, its own dh2 slice), then,
+ * reused, the gradient tiles' slabs. */
 __host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
 {
-    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4),
+    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4) +
+                            16 * tm * (SW + 4),
                         STAGES * SLAB * 2 * 32);
 }
 
@@ -640,12 +642,10 @@ __device__ void bias_tile(const Bwd &f, const GradOf &G, int pairs, int pair, in
 }
 
 /* Stores this thread's TM x 4 outputs (columns c0 + cg + 8 j of rows
- * rg + 16 i, the FragRows layout) to g [*, n] and, with push, into the
- * buffer s [R][ld] of every block of the cluster (counted on bar). */
+ * rg + 16 i, the FragRows layout) to g [*, n]. */
 template <int TM>
-__device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int c0, int cg,
-                                         int batch, const float (&v)[TM][4], float *s, int ld,
-                                         unsigned bar)
+__device__ __forceinline__ void store_cols(float *g, int n, int row0, int rg, int c0, int cg,
+                                           int batch, const float (&v)[TM][4])
 {
 #pragma unroll
     for (int j = 0; j < 4; j++) {
@@ -655,13 +655,36 @@ __device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int 
 #pragma unroll
         for (int i = 0; i < TM; i++) {
             const int row = row0 + rg + 16 * i;
-            if (s)
-#pragma unroll
-                for (unsigned b = 0; b < CL; b++)
-                    push4(peer(smem_u32(s + (rg + 16 * i) * ld + c), b), v[i][j], peer(bar, b));
             if (row < batch)
                 g[(size_t)row * n + c] = v[i][j];
         }
+    }
+}
+
+/* Pushes the block's slice, columns [c0, c0 + SW) of n, of the R x n buffer
+ * s [R][ld] into the same place of every block of the cluster (counted on
+ * bar), from the FragRows outputs v of each thread. A thread's columns are
+ * 8 apart, so they are first gathered in the block's own [R][SW + 4]
+ * scratch and then pushed 16 bytes a piece, consecutive threads taking
+ * consecutive pieces: 4-byte pushes of scattered words cost more
+ * (docs/perf-notes-v3.md). Contains a block barrier. */
+template <int TM>
+__device__ __forceinline__ void push_slice(float *s, int ld, int n, int c0, int rg, int cg,
+                                           const float (&v)[TM][4], float *scratch, unsigned bar)
+{
+    constexpr int R = 16 * TM, LS = SW + 4;
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            scratch[(rg + 16 * i) * LS + cg + 8 * j] = v[i][j];
+    __syncthreads();
+    const int w4 = max(0, min(SW, n - c0)) / 4, per = R * w4; /* pieces per receiver */
+    for (int p = threadIdx.x; p < per * CL; p += NT) {
+        const int b = p / per, q = p - b * per, r = q / w4, c4 = q - r * w4;
+        push16(peer(smem_u32(s + r * ld + c0 + 4 * c4), (unsigned)b),
+               *reinterpret_cast<const float4 *>(scratch + r * LS + 4 * c4),
+               peer(bar, (unsigned)b));
     }
 }
 
@@ -690,6 +713,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     float *d2s = ds + R * ldd;   /* [R][ld2]: dh2_pre rows, filled by every block */
     float *w3s = d2s + R * ld2;  /* [SW][ldd]: rows of W3 (H2 index) of this block */
     float *w2s = w3s + SW * ldd; /* [SW][ld2]: rows of W2 (H1 index) of this block */
+    float *own = w2s + SW * ld2; /* [R][SW + 4]: this block's dh2_pre slice, to push */
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
@@ -727,7 +751,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         stamp(false, V3B_DH2);
         cluster_wait(); /* every block's mbarrier is initialised */
         stamp(false, V3B_CLUSTER);
-        put_rows<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a, d2s, ld2, b2);
+        store_cols<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
+        push_slice<TM>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2);
         stamp(false, V3B_PUT2);
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
         stamp(false, V3B_PUB2);
@@ -748,7 +773,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
             for (int j = 0; j < 4; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y1[i][j]);
         stamp(false, V3B_DH1);
-        put_rows<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a, nullptr, 0, 0u);
+        store_cols<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a);
         stamp(false, V3B_PUT1);
     } else {
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x));

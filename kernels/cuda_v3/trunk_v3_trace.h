@@ -45,7 +45,7 @@ enum v3_bwd_slot {
     V3B_DH2,     /* dh2_pre chain and ELU gradient */
     V3B_CLUSTER, /* cluster barrier */
     V3B_PUT2,    /* dh2_pre pushed to the cluster and stored */
-    V3B_PUB2,    /* dh2 flag published (barrier, fence, release) */
+    V3B_PUB2,    /* dh2 flag published (barrier, release) */
     V3B_X,       /* W2 rows landed, dh2_pre exchange complete */
     V3B_DH1,     /* dh1_pre chain and ELU gradient */
     V3B_PUT1,    /* dh1_pre stored */
