@@ -475,8 +475,7 @@ struct Bwd {
  * reused, the gradient tiles' slabs. */
 __host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
 {
-    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4) +
-                            16 * tm * (SW + 4),
+    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4) + 16 * tm * (SW + 4),
                         STAGES * SLAB * 2 * 32);
 }
 
@@ -783,7 +782,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 
     /* --- weight and bias gradients -------------------------------------- */
     const int pairs = (f.batch + PAIR - 1) / PAIR;
-    int waited = -1; /* (gradient, pair) whose producers this block has awaited */
+    int waited = -1;        /* (gradient, pair) whose producers this block has awaited */
     int item = 0, mine = 0; /* mine: items this block has taken */
     for (int which = 0; which < 3; which++) {
         const GradOf G = grad_of(f, which);

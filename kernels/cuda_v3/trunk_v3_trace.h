@@ -52,8 +52,8 @@ enum v3_bwd_slot {
     V3B_PUB1,    /* dh1 flag published */
     V3B_ITEM0,   /* per item k: ITEM0 + 3k begin, + 1 flags awaited, + 2 done */
     V3B_NODES_PUB = V3B_ITEM0 + 3 * V3_TRACE_ITEMS, /* tree-node flag published */
-    V3B_NODES_WAIT, /* every block's nodes awaited */
-    V3B_END,        /* the block's end */
+    V3B_NODES_WAIT,                                 /* every block's nodes awaited */
+    V3B_END,                                        /* the block's end */
     V3B_SLOTS
 };
 

@@ -32,19 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cuda_ck.h"
 #include "rng.h"
 #include "trunk_v2.h"
 #include "trunk_v3.h"
 #include "trunk_v3_trace.h"
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static const atk_dims_t DIMS = {256, 256, 256, 128};
 enum { MAX_BATCHES = 16, WARM = 20, TIMED = 200 };
@@ -178,10 +170,18 @@ static double cycles(const v3_stamp_t *row, int a, int b)
     return stamped(&row[a]) && stamped(&row[b]) ? (double)(row[b].clk - row[a].clk) : NAN;
 }
 
-static const char *const FWD_PHASE[V3F_SLOTS] = {
-    "", "staging: x rows, W1 slice", "layer 1 chain", "cluster barrier", "h1 push + store",
-    "W2 slice landed", "h1 exchange wait", "layer 2 chain", "h2 push + store", "W3 slice landed",
-    "h2 exchange wait", "layer 3 chain + store"};
+static const char *const FWD_PHASE[V3F_SLOTS] = {"",
+                                                 "staging: x rows, W1 slice",
+                                                 "layer 1 chain",
+                                                 "cluster barrier",
+                                                 "h1 push + store",
+                                                 "W2 slice landed",
+                                                 "h1 exchange wait",
+                                                 "layer 2 chain",
+                                                 "h2 push + store",
+                                                 "W3 slice landed",
+                                                 "h2 exchange wait",
+                                                 "layer 3 chain + store"};
 static const char *const BWD_PHASE[V3B_ITEM0] = {"",
                                                  "staging: dout rows, W3 rows",
                                                  "dh2 chain",
@@ -193,6 +193,27 @@ static const char *const BWD_PHASE[V3B_ITEM0] = {"",
                                                  "dh1 store",
                                                  "dh1 flag publish"};
 static const char *const KIND[6] = {"dW3 tile", "db3", "dW2 tile", "db2", "dW1 tile", "db1"};
+
+/* One row per phase p in [1, n) of a kernel whose blocks' slots are rows of
+ * `stride` stamps from base: the cycles from slot p - 1 to slot p. Also
+ * notes the global timer's step. */
+static void put_phases(sample_t *s, const v3_stamp_t *base, int stride, int n,
+                       const char *const *names, const char *kernel, int traced)
+{
+    char name[64];
+    for (int p = 1; p < n; p++) {
+        sample_start(s);
+        for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
+            const v3_stamp_t *row = base + (size_t)b * stride;
+            const double c = cycles(row, p - 1, p);
+            if (!isnan(c))
+                sample_add(s, c, b == traced);
+            note_step(&row[p - 1], &row[p]);
+        }
+        snprintf(name, sizeof name, "%s %s", kernel, names[p]);
+        sample_put(s, name, 1);
+    }
+}
 
 /* Turns one replay's trace into this replay's values of every row. */
 static void digest(const v3_trace_t *t, int traced, int *nf, int *nb)
@@ -227,41 +248,19 @@ static void digest(const v3_trace_t *t, int traced, int *nf, int *nb)
     for (size_t w = 0; w < sizeof when / sizeof when[0]; w++) {
         sample_start(&s);
         for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
-            const v3_stamp_t *st = when[w].fwd ? &t->fwd[b][when[w].slot] : &t->bwd[b][when[w].slot];
+            const v3_stamp_t *st =
+                when[w].fwd ? &t->fwd[b][when[w].slot] : &t->bwd[b][when[w].slot];
             if (stamped(st))
                 sample_add(&s, (double)(st->ns - t0), b == traced);
         }
         sample_put(&s, when[w].name, 0);
     }
 
-    /* Forward phases. */
-    for (int p = 1; p < V3F_SLOTS; p++) {
-        sample_start(&s);
-        for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
-            const double c = cycles(t->fwd[b], p - 1, p);
-            if (!isnan(c))
-                sample_add(&s, c, b == traced);
-        }
-        snprintf(name, sizeof name, "fwd %s", FWD_PHASE[p]);
-        sample_put(&s, name, 1);
-    }
-    for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
+    /* Forward phases; the backward's row-local phases (blocks holding rows). */
+    put_phases(&s, t->fwd[0], V3F_SLOTS, V3F_SLOTS, FWD_PHASE, "fwd", traced);
+    put_phases(&s, t->bwd[0], V3B_SLOTS, V3B_ITEM0, BWD_PHASE, "bwd", traced);
+    for (int b = 0; b < V3_TRACE_BLOCKS; b++)
         note_span(&t->fwd[b][V3F_START], &t->fwd[b][V3F_L3]);
-        for (int p = 1; p < V3F_SLOTS; p++)
-            note_step(&t->fwd[b][p - 1], &t->fwd[b][p]);
-    }
-
-    /* Backward: the row-local phases (blocks holding rows), then the rest. */
-    for (int p = 1; p < V3B_ITEM0; p++) {
-        sample_start(&s);
-        for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
-            const double c = cycles(t->bwd[b], p - 1, p);
-            if (!isnan(c))
-                sample_add(&s, c, b == traced);
-        }
-        snprintf(name, sizeof name, "bwd %s", BWD_PHASE[p]);
-        sample_put(&s, name, 1);
-    }
     sample_start(&s);
     for (int b = 0; b < V3_TRACE_BLOCKS; b++)
         if (!stamped(&t->bwd[b][V3B_STAGED])) {
@@ -300,11 +299,8 @@ static void digest(const v3_trace_t *t, int traced, int *nf, int *nb)
             sample_add(&s, c, b == traced);
     }
     sample_put(&s, "bwd last item -> block end", 1);
-    for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
+    for (int b = 0; b < V3_TRACE_BLOCKS; b++)
         note_span(&t->bwd[b][V3B_START], &t->bwd[b][V3B_END]);
-        for (int p = 1; p < V3B_SLOTS; p++)
-            note_step(&t->bwd[b][p - 1], &t->bwd[b][p]);
-    }
 }
 
 /* -------------------------------------------------------------- driver -- */
@@ -313,21 +309,29 @@ typedef struct bufs {
     float *params, *x, *dout, *h1, *h2, *out, *grads, *ws;
 } bufs_t;
 
-static atk_params_t params_of(float *p)
+/* The six tensors of the flat parameter layout at p (abi/auxtrunk.h). */
+static void carve(float *p, float *t[6])
 {
     const atk_dims_t *d = &DIMS;
-    const atk_params_t v = {p + AUXTRUNK_W1_OFFSET(d), p + AUXTRUNK_B1_OFFSET(d),
-                            p + AUXTRUNK_W2_OFFSET(d), p + AUXTRUNK_B2_OFFSET(d),
-                            p + AUXTRUNK_W3_OFFSET(d), p + AUXTRUNK_B3_OFFSET(d)};
+    const size_t off[6] = {AUXTRUNK_W1_OFFSET(d), AUXTRUNK_B1_OFFSET(d), AUXTRUNK_W2_OFFSET(d),
+                           AUXTRUNK_B2_OFFSET(d), AUXTRUNK_W3_OFFSET(d), AUXTRUNK_B3_OFFSET(d)};
+    for (int i = 0; i < 6; i++)
+        t[i] = p + off[i];
+}
+
+static atk_params_t params_of(float *p)
+{
+    float *t[6];
+    carve(p, t);
+    const atk_params_t v = {t[0], t[1], t[2], t[3], t[4], t[5]};
     return v;
 }
 
 static atk_grads_t grads_of(float *p)
 {
-    const atk_dims_t *d = &DIMS;
-    const atk_grads_t v = {p + AUXTRUNK_W1_OFFSET(d), p + AUXTRUNK_B1_OFFSET(d),
-                           p + AUXTRUNK_W2_OFFSET(d), p + AUXTRUNK_B2_OFFSET(d),
-                           p + AUXTRUNK_W3_OFFSET(d), p + AUXTRUNK_B3_OFFSET(d)};
+    float *t[6];
+    carve(p, t);
+    const atk_grads_t v = {t[0], t[1], t[2], t[3], t[4], t[5]};
     return v;
 }
 
@@ -379,6 +383,18 @@ static void step(const bufs_t *m, int B, int v2, cudaStream_t s)
         CK(v3_forward(DIMS, &p, m->x, B, m->h1, m->h2, m->out, s));
         CK(v3_backward(DIMS, &p, m->x, m->h1, m->h2, m->dout, B, &g, 0, m->ws, s));
     }
+}
+
+/* One replay of exec on s, timed by events ev[0] and ev[1], in µs. */
+static double replay_us(cudaGraphExec_t exec, cudaStream_t s, cudaEvent_t *ev)
+{
+    CK(cudaEventRecord(ev[0], s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaEventRecord(ev[1], s));
+    CK(cudaEventSynchronize(ev[1]));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    return 1000.0 * ms;
 }
 
 static void print_us(double v, int is_cycles, double mhz)
@@ -527,14 +543,9 @@ int main(int argc, char **argv)
         CK(cudaStreamEndCapture(s, &graph));
         CK(cudaGraphInstantiate(&exec, graph, 0));
         for (int i = 0; i < WARM + TIMED; i++) {
-            CK(cudaEventRecord(ev[0], s));
-            CK(cudaGraphLaunch(exec, s));
-            CK(cudaEventRecord(ev[1], s));
-            CK(cudaEventSynchronize(ev[1]));
-            float a;
-            CK(cudaEventElapsedTime(&a, ev[0], ev[1]));
+            const double us = replay_us(exec, s, ev);
             if (i >= WARM)
-                tg[i - WARM] = 1000.0 * a;
+                tg[i - WARM] = us;
         }
         const double eager_f = median(tf, TIMED), eager_b = median(tb, TIMED),
                      graph_us = median(tg, TIMED);
@@ -546,13 +557,7 @@ int main(int argc, char **argv)
         int nf = 0, nbk = 0;
         for (g_rep = 0; g_rep < g_replays; g_rep++) {
             CK(v3_trace_clear());
-            CK(cudaEventRecord(ev[0], s));
-            CK(cudaGraphLaunch(exec, s));
-            CK(cudaEventRecord(ev[1], s));
-            CK(cudaEventSynchronize(ev[1]));
-            float a;
-            CK(cudaEventElapsedTime(&a, ev[0], ev[1]));
-            tg[g_rep] = 1000.0 * a;
+            tg[g_rep] = replay_us(exec, s, ev);
             CK(v3_trace_get(t));
             digest(t, traced, &nf, &nbk);
         }
@@ -561,7 +566,8 @@ int main(int argc, char **argv)
         CK(cudaGraphDestroy(graph));
 
         const double mhz = g_ns_sum > 0 ? 1000.0 * g_clk_sum / g_ns_sum : NAN;
-        printf("\n## B = %d: forward %d blocks%s, backward %d blocks; bit-identical to cuda-v2: %s\n\n",
+        printf("\n## B = %d: forward %d blocks%s, backward %d blocks; bit-identical to cuda-v2: "
+               "%s\n\n",
                B, nf, nf ? "" : " (cuda-v2's kernels)", nbk, same ? "yes" : "NO");
         printf("Events, medians of %d: eager forward %.2f µs, eager backward %.2f µs (each step "
                "synchronised), graph step %.2f µs (traced replays: %.2f). SM clock from the stamps "
