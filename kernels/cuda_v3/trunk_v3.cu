@@ -265,20 +265,27 @@ struct FragRows {
 /* acc[i][c] = chain over k < K (ascending) of a[row i][k] · w(k, c), with
  * the next four steps' operands loaded while the current four issue. a0:
  * this thread's first row (rows 16 apart), w0: its first column of the
- * slice (layout by the fragment kind). K is a multiple of 4. */
+ * slice (layout by the fragment kind). K is a multiple of 4.
+ * Two fragments take turns (f0: steps 8j.., f1: 8j + 4..), so that no copy
+ * of one into the other waits on the loads just issued, as `cur = nxt`
+ * did in SASS (docs/perf-notes-v3.md). */
 template <class Frag, int TM, int TC>
 __device__ __forceinline__ void chain(float (&acc)[TM][TC], const float *a0, int lda,
                                       const float *w0, int ldw, int K)
 {
-    Frag cur, nxt;
-    cur.load(a0, lda, w0, ldw, 0);
-#pragma unroll 2
-    for (int k0 = 0; k0 < K; k0 += 4) {
-        if (k0 + 4 < K)
-            nxt.load(a0, lda, w0, ldw, k0 + 4);
-        cur.run(acc);
-        cur = nxt;
+    Frag f0, f1;
+    f0.load(a0, lda, w0, ldw, 0);
+    int k0 = 0;
+    for (; k0 + 8 <= K; k0 += 8) {
+        f1.load(a0, lda, w0, ldw, k0 + 4);
+        f0.run(acc);
+        /* unconditional, so that no merge of old and new values is needed;
+         * past the end it reloads steps K - 4.., unused */
+        f0.load(a0, lda, w0, ldw, min(k0 + 8, K - 4));
+        f1.run(acc);
     }
+    if (k0 < K) /* K = 8j + 4: f0 holds the last four steps */
+        f0.run(acc);
 }
 
 template <int TC>
