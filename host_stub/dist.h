@@ -75,6 +75,10 @@ typedef struct ath_dist {
     double timeout_s; /* no progress for this long: a rank failed or hung */
     int failed;       /* the communicator was aborted */
     void *comm;       /* ncclComm_t */
+    /* Control messages (ath_dist_broadcast, ath_dist_gather). */
+    void *ctl_stream; /* cudaStream_t, made on first use */
+    void *ctl_buf;    /* device [ctl_bytes] */
+    size_t ctl_bytes;
 } ath_dist_t;
 
 /* Joins the run: the unique id through env->id_file, the communicator on
@@ -91,6 +95,19 @@ int ath_dist_allgather(ath_dist_t *d, const float *send, float *recv, size_t cou
  * completion within timeout_s, aborts the communicator (the other ranks'
  * collectives then fail too) and returns -1 with the reason. */
 int ath_dist_wait(ath_dist_t *d, void *stream, ath_err_t *err);
+
+/* Control messages between steps (the hot swap's records, dist_swap.h), in
+ * host memory: collective, on the communicator's own stream once every
+ * step enqueued has completed (the caller synced), and waited for with
+ * ath_dist_wait's polling and timeout. broadcast: rank 0's n bytes of buf
+ * into every rank's buf; gather: every rank's n bytes of mine into all
+ * [world · n], in rank order. */
+int ath_dist_broadcast(ath_dist_t *d, void *buf, size_t n, ath_err_t *err);
+int ath_dist_gather(ath_dist_t *d, const void *mine, void *all, size_t n, ath_err_t *err);
+
+/* The link of dist_swap.h over d's broadcast and gather (dist.c). */
+struct ath_dist_link;
+void ath_dist_link_of(ath_dist_t *d, struct ath_dist_link *link);
 
 /* Finalises the communicator (aborts it after a failure). Safe on NULL. */
 void ath_dist_close(ath_dist_t *d);

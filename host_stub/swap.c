@@ -32,6 +32,7 @@
 #define R_DIGEST "digest"
 #define R_ROLLED_BACK "rolled-back-before"
 #define R_REFERENCE "reference-failed"
+#define R_NOT_CUDA "not-cuda"
 
 struct ath_swap {
     ath_swap_opts_t o;
@@ -249,6 +250,13 @@ static int load_checked(ath_swap_t *s, const char *copy, const ath_trunk_t *live
     }
     if (cand->plugin.space == ATH_SPACE_CUDA)
         s->cuda_used = 1;
+    else if (s->o.cuda_only) {
+        *reason = R_NOT_CUDA;
+        ath_errf(err, "%s is a host plugin; a data-parallel run swaps only between CUDA plugins",
+                 cand->plugin.path);
+        ath_trunk_close(cand);
+        return -1;
+    }
     *exact = ath_canary_is_exact(live) && ath_canary_is_exact(cand);
     if (ath_canary_run(cand, params, c->x, c->dout, c->pb, c->out, c->grads, err) != 0 ||
         ath_canary_compare(&s->config, c->pb, *exact, c->ref_out, c->out, c->ref_grads, c->grads,
@@ -325,8 +333,9 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
         res->reason = "";
         res->ms = (ath_now_s() - t0) * 1e3;
         ath_mark_cut(res->msg, sizeof res->msg,
-                 snprintf(res->msg, sizeof res->msg,
-                          "%s is the running version %s (SHA-256 %.16s...)", file, running, sha));
+                     snprintf(res->msg, sizeof res->msg,
+                              "%s is the running version %s (SHA-256 %.16s...)", file, running,
+                              sha));
         s->stats.unchanged++;
         ath_logf(s->log, "swap: after step %llu (%s): %s; nothing to do [%.1f ms]",
                  (unsigned long long)step, trigger, res->msg, res->ms);
@@ -363,12 +372,13 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
     res->outcome = ATH_SWAP_TAKEN;
     res->reason = "";
     res->ms = (ath_now_s() - t0) * 1e3;
-    ath_mark_cut(res->msg, sizeof res->msg,
-             snprintf(res->msg, sizeof res->msg,
-                      "took %s from %s, replacing %s; canary %s on %d probe samples; vetted in a "
-                      "child in %.1f ms",
-                      version_of(live, taken_v, sizeof taken_v), file, running,
-                      exact ? "bit-identical (exact)" : "within tolerance", (int)c->pb, child_ms));
+    ath_mark_cut(
+        res->msg, sizeof res->msg,
+        snprintf(res->msg, sizeof res->msg,
+                 "took %s from %s, replacing %s; canary %s on %d probe samples; vetted in a "
+                 "child in %.1f ms",
+                 version_of(live, taken_v, sizeof taken_v), file, running,
+                 exact ? "bit-identical (exact)" : "within tolerance", (int)c->pb, child_ms));
     ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step, trigger,
              res->msg, res->ms);
     return res->outcome;
@@ -385,8 +395,8 @@ refused:
     if (ver.impl[0])
         snprintf(cand_v, sizeof cand_v, " (candidate %s [%s])", ver.impl, ver.kver);
     ath_mark_cut(res->msg, sizeof res->msg,
-             snprintf(res->msg, sizeof res->msg, "refused %s%s: %s: %s; %s keeps running", file,
-                      cand_v, reason, err.msg, running));
+                 snprintf(res->msg, sizeof res->msg, "refused %s%s: %s: %s; %s keeps running", file,
+                          cand_v, reason, err.msg, running));
     ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step, trigger,
              res->msg, res->ms);
     return res->outcome;
@@ -424,8 +434,9 @@ int ath_swap_follow(ath_swap_t *s, const char *path, const char *sha, uint64_t s
         goto fail;
     unlink(copy);
     take(s, live, &cand, file, sha, step);
-    ath_logf(s->log, "swap: after step %llu: took %s from %s (SHA-256 %.16s...) as rank 0 did; "
-                     "canary %s [%.1f ms]",
+    ath_logf(s->log,
+             "swap: after step %llu: took %s from %s (SHA-256 %.16s...) as rank 0 did; "
+             "canary %s [%.1f ms]",
              (unsigned long long)step, version_of(live, v, sizeof v), file, sha,
              exact ? "bit-identical (exact)" : "within tolerance", (ath_now_s() - t0) * 1e3);
     return 0;

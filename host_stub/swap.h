@@ -77,6 +77,8 @@ typedef struct ath_swap_opts {
     const char *vet_exe; /* program run as "<vet_exe> --swap-vet ..." (vet.h) once a CUDA
                                 context exists here; NULL: fork only */
     int vet_exec_always; /* exec vet_exe for every candidate (tests of that path) */
+    int cuda_only;       /* refuse a candidate that is not a CUDA plugin (data parallel: the
+                            ranks exchange device buffers) */
     FILE *log;           /* where "swap:" lines go; NULL: stdout */
 } ath_swap_opts_t;
 
