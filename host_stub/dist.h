@@ -24,6 +24,9 @@
  *                         host sees; it must not exist when the run starts,
  *                         and rank 0 removes it once every rank has joined)
  * NCCL_NVLS_ENABLE is set to 0 for the workers unless already set.
+ *
+ * Hot swap: rank 0 decides, every rank applies at the same step boundary,
+ * through ath_dist_broadcast and ath_dist_gather (dist_swap.h).
  */
 #ifndef ATH_DIST_H
 #define ATH_DIST_H
