@@ -413,6 +413,25 @@ static void assert_all(rank_ctx_t *c, int world, int rc, int taken, const char *
     }
 }
 
+/* world ranks of the CPU plugin whose only trigger is --swap-at step:path. */
+static void ranks_open_at(fake_net_t *net, rank_ctx_t *c, int world, uint64_t step,
+                          const char *path)
+{
+    ath_swap_opts_t o = swap_opts();
+    o.at[0] = (ath_swap_at_t){.step = step, .path = path};
+    o.n_at = 1;
+    ranks_open(net, c, world, &o, NULL);
+}
+
+/* Every rank's boundary failed, with want in its message. */
+static void assert_all_end(const rank_ctx_t *c, int world, const char *want)
+{
+    for (int r = 0; r < world; r++) {
+        ck_assert_msg(c[r].rc == -1, "rank %d went on", r);
+        ck_assert_contains(c[r].err.msg, want);
+    }
+}
+
 START_TEST(test_swaps_applied_everywhere)
 {
     tst_scratch(AUXTRUNK_TEST_TMP);
@@ -530,15 +549,11 @@ START_TEST(test_file_changed_under_followers)
     const int world = 3;
     fake_net_t net;
     rank_ctx_t c[MAX_RANKS];
-    ath_swap_opts_t o = swap_opts();
-    o.at[0] = (ath_swap_at_t){.step = 5, .path = g_watched};
-    o.n_at = 1;
-    ranks_open(&net, c, world, &o, NULL);
+    ranks_open_at(&net, c, world, 5, g_watched);
     net.after_decision = replace_with_other;
     boundary(c, world, 5);
+    assert_all_end(c, world, "hot swap: rank 1 of 3: cannot take");
     for (int r = 0; r < world; r++) {
-        ck_assert_int_eq(c[r].rc, -1);
-        ck_assert_contains(c[r].err.msg, "hot swap: rank 1 of 3: cannot take");
         ck_assert_contains(c[r].err.msg, "digest");
         ck_assert_contains(c[r].err.msg, "not the");
         ck_assert_contains(c[r].err.msg, "(and 1 other rank)");
@@ -561,27 +576,19 @@ START_TEST(test_one_rank_fails)
     const int world = 4;
     fake_net_t net;
     rank_ctx_t c[MAX_RANKS];
-    ath_swap_opts_t o = swap_opts();
-    o.at[0] = (ath_swap_at_t){.step = 3, .path = BLOCKED_PLUGIN_DIR};
-    o.n_at = 1;
-    ranks_open(&net, c, world, &o, NULL);
+    ranks_open_at(&net, c, world, 3, BLOCKED_PLUGIN_DIR);
     c[2].fail_prepare = 1;
     boundary(c, world, 3);
-    for (int r = 0; r < world; r++) {
-        ck_assert_int_eq(c[r].rc, -1);
-        ck_assert_contains(c[r].err.msg, "rank 2 of 4: the state could not come to the host");
+    assert_all_end(c, world, "rank 2 of 4: the state could not come to the host");
+    for (int r = 0; r < world; r++)
         ck_assert(strstr(c[r].err.msg, "other rank") == NULL);
-    }
     ranks_close(&net, c, world);
 
     const char *first[] = {NULL, BLOCKED_PLUGIN_DIR, NULL};
-    o.n_at = 0;
+    ath_swap_opts_t o = swap_opts();
     ranks_open(&net, c, 3, &o, first);
     boundary(c, 3, 0);
-    for (int r = 0; r < 3; r++) {
-        ck_assert_int_eq(c[r].rc, -1);
-        ck_assert_contains(c[r].err.msg, "rank 1 of 3: runs the plugin with SHA-256");
-    }
+    assert_all_end(c, 3, "rank 1 of 3: runs the plugin with SHA-256");
     ranks_close(&net, c, 3);
     tst_scratch_done();
 }
@@ -595,15 +602,11 @@ START_TEST(test_rank0_ends_and_link_fails)
     const int world = 2;
     fake_net_t net;
     rank_ctx_t c[MAX_RANKS];
-    ath_swap_opts_t o = swap_opts();
-    o.at[0] = (ath_swap_at_t){.step = 3, .path = BLOCKED_PLUGIN_DIR};
-    o.n_at = 1;
-    ranks_open(&net, c, world, &o, NULL);
+    ranks_open_at(&net, c, world, 3, BLOCKED_PLUGIN_DIR);
     c[0].fail_prepare = 1;
     boundary(c, world, 3);
+    assert_all_end(c, world, "rank 0 ends the run at the boundary after step 3");
     for (int r = 0; r < world; r++) {
-        ck_assert_int_eq(c[r].rc, -1);
-        ck_assert_contains(c[r].err.msg, "rank 0 ends the run at the boundary after step 3");
         ck_assert_contains(c[r].err.msg, "could not come to the host");
         ck_assert_str_eq(c[r].live.plugin.api.impl_name, "cpu-ref");
     }
@@ -611,10 +614,7 @@ START_TEST(test_rank0_ends_and_link_fails)
     c[0].fail_prepare = 0;
     net.fail_from = 2; /* the gather */
     boundary(c, world, 4);
-    for (int r = 0; r < world; r++) {
-        ck_assert_int_eq(c[r].rc, -1);
-        ck_assert_contains(c[r].err.msg, "the link failed");
-    }
+    assert_all_end(c, world, "the link failed");
     ranks_close(&net, c, world);
     tst_scratch_done();
 }
