@@ -82,6 +82,8 @@ typedef struct ath_dist {
     void *ctl_stream; /* cudaStream_t, made on first use */
     void *ctl_buf;    /* device [ctl_bytes] */
     size_t ctl_bytes;
+    double decide_s; /* a decision's broadcast may take this much longer than
+                        timeout_s: rank 0 may be vetting candidates meanwhile */
 } ath_dist_t;
 
 /* Joins the run: the unique id through env->id_file, the communicator on

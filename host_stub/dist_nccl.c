@@ -165,8 +165,9 @@ int ath_dist_allgather(ath_dist_t *d, const float *send, float *recv, size_t cou
     return settle(d, r, "ncclAllGather", err);
 }
 
-/* Waits for stream as ath_dist_wait does; what names the work in messages. */
-static int wait_for(ath_dist_t *d, void *stream, const char *what, ath_err_t *err)
+/* Waits for stream as ath_dist_wait does, extra_s longer; what names the
+ * work in messages. */
+static int wait_for(ath_dist_t *d, void *stream, const char *what, double extra_s, ath_err_t *err)
 {
     const double t0 = ath_now_s();
     for (;;) {
@@ -185,9 +186,9 @@ static int wait_for(ath_dist_t *d, void *stream, const char *what, ath_err_t *er
                 return fail(d, err, "rank %d of %d: NCCL failed: %s; ending the run", msg);
             }
         }
-        if (ath_now_s() - t0 > limit_of(d)) {
+        if (ath_now_s() - t0 > limit_of(d) + extra_s) {
             char lim[32];
-            snprintf(lim, sizeof lim, "%.0f s", d->timeout_s);
+            snprintf(lim, sizeof lim, "%.0f s", d->timeout_s + extra_s);
             char msg[128];
             snprintf(msg, sizeof msg, "%s made no progress in %s", what, lim);
             return fail(d, err, "rank %d of %d: %s: another rank failed or hung; ending the run",
@@ -199,7 +200,7 @@ static int wait_for(ath_dist_t *d, void *stream, const char *what, ath_err_t *er
 
 int ath_dist_wait(ath_dist_t *d, void *stream, ath_err_t *err)
 {
-    return wait_for(d, stream, "the step's exchange", err);
+    return wait_for(d, stream, "the step's exchange", 0.0, err);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -232,9 +233,10 @@ static int ctl_ready(ath_dist_t *d, size_t bytes, ath_err_t *err)
 
 /* The result into host memory, once the stream is idle (a copy to pageable
  * memory would otherwise block without the timeout). */
-static int ctl_result(ath_dist_t *d, void *out, size_t n, const char *what, ath_err_t *err)
+static int ctl_result(ath_dist_t *d, void *out, size_t n, const char *what, double extra_s,
+                      ath_err_t *err)
 {
-    if (wait_for(d, d->ctl_stream, what, err) != 0)
+    if (wait_for(d, d->ctl_stream, what, extra_s, err) != 0)
         return -1;
     cudaError_t ce = cudaMemcpy(out, d->ctl_buf, n, cudaMemcpyDeviceToHost);
     if (ce != cudaSuccess)
@@ -257,7 +259,7 @@ int ath_dist_broadcast(ath_dist_t *d, void *buf, size_t n, ath_err_t *err)
         ncclBroadcast(d->ctl_buf, d->ctl_buf, n, ncclUint8, 0, (ncclComm_t)d->comm, st);
     if (settle(d, r, "ncclBroadcast", err) != 0)
         return -1;
-    return ctl_result(d, buf, n, "the hot-swap decision's broadcast", err);
+    return ctl_result(d, buf, n, "the hot-swap decision's broadcast", d->decide_s, err);
 }
 
 int ath_dist_gather(ath_dist_t *d, const void *mine, void *all, size_t n, ath_err_t *err)
@@ -275,7 +277,7 @@ int ath_dist_gather(ath_dist_t *d, const void *mine, void *all, size_t n, ath_er
     ncclResult_t r = ncclAllGather(part, d->ctl_buf, n, ncclUint8, (ncclComm_t)d->comm, st);
     if (settle(d, r, "ncclAllGather", err) != 0)
         return -1;
-    return ctl_result(d, all, bytes, "the hot-swap answers' gather", err);
+    return ctl_result(d, all, bytes, "the hot-swap answers' gather", 0.0, err);
 }
 
 void ath_dist_close(ath_dist_t *d)

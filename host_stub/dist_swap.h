@@ -46,6 +46,10 @@
  * boundaries themselves). */
 #define ATH_DIST_SWAP_EVERY 64
 
+/* Besides its vetting child's limit, what rank 0 is allowed for one
+ * candidate's copy, load and canary while the others wait for the decision. */
+#define ATH_DIST_SWAP_LOAD_S 30.0
+
 /* Is the boundary after step `done` a decision boundary? step0: the step the
  * run started after (its first boundary is one). */
 int ath_dist_swap_decides(const ath_swap_opts_t *o, uint64_t step0, uint64_t done);

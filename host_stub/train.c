@@ -343,6 +343,14 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
             fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
             return ATH_EXIT_FAILURE;
         }
+        /* At a decision boundary the others wait while rank 0 tries each
+         * trigger due (the --swap-at entries, SIGHUP, the watch), each within
+         * its vetting limit and the load and canary after it. */
+        if (o->swap)
+            r->dist->decide_s =
+                (o->swap->n_at + 2) *
+                ((o->swap->vet_timeout_s > 0 ? o->swap->vet_timeout_s : ATH_VET_TIMEOUT_S) +
+                 ATH_DIST_SWAP_LOAD_S);
         r->ecfg.batch = shard;
         r->ecfg.dist = r->dist;
         r->ecfg.slot0 = o->dist->rank * shard;
