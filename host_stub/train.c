@@ -58,6 +58,9 @@ typedef enum step_outcome { STEP_OK, STEP_RETRY, STEP_FAIL, STEP_STOP } step_out
 /* A CUDA engine syncs at least this often, so that a wait for the device
  * covers a bounded amount of work (the watchdog's limit applies to it). */
 #define SYNC_EVERY_S 1.0
+/* Data parallel, where the clock may not decide (sync_due), the steps
+ * between two syncs at most instead. */
+#define DIST_SYNC_EVERY 64
 
 typedef struct run {
     const ath_train_opts_t *o;
@@ -538,9 +541,8 @@ static step_outcome_t sync_report(run_t *r)
 
 /* Data parallel, the syncs are a function of the step numbers alone (no
  * clock): a fault is then found at the same sync on every rank, so every
- * rank rolls back after the same collectives and they keep pairing up. The
- * wait stays bounded by the ring, the progress lines and, with a swapper,
- * the decision boundaries (dist_swap.h). */
+ * rank rolls back after the same collectives and they keep pairing up. A
+ * wait then covers at most DIST_SYNC_EVERY steps. */
 static int sync_due(const run_t *r, uint64_t step)
 {
     const ath_train_opts_t *o = r->o;
@@ -549,7 +551,7 @@ static int sync_due(const run_t *r, uint64_t step)
     return step % r->log_every == 0 || step == r->step0 + 1 || step >= o->steps ||
            (o->checkpoint_every && step % o->checkpoint_every == 0) ||
            step - r->reported >= ATH_ENGINE_RING ||
-           (!r->dist && ath_now_s() - r->t_sync > SYNC_EVERY_S);
+           (r->dist ? step % DIST_SYNC_EVERY == 0 : ath_now_s() - r->t_sync > SYNC_EVERY_S);
 }
 
 /* A swap needs the parameters on the host (the canary), and the engine
