@@ -14,8 +14,10 @@
  *   gpu1_swap (1 CUDA device): --gpus 1 hot-swapping cuda-v2 -> cuda-v1 ->
  *         cuda-v2, byte-identical to the unswapped plain run; the watcher on;
  *         a host plugin refused by rank 0 with the run unchanged;
- *   gpu2_swap (2 CUDA devices): the same swaps on 2 GPUs against 1 GPU, and
- *         --plugin-sha256 refusing a version on every rank's behalf;
+ *   gpu2_swap (2 CUDA devices): the same swaps on 2 GPUs against 1 GPU;
+ *         --plugin-sha256 refusing a version on rank 0; two workers started
+ *         by hand whose rank 1 cannot take rank 0's swap (its allow-list):
+ *         both end with its reason, the last checkpoint intact;
  *   gpu2  (2 CUDA devices): 2 GPUs vs 1 GPU byte-identical for cuda-v2 where
  *         combine.h's condition holds, a resume from 2 GPUs onto 1, a batch
  *         that breaks it (two 2-GPU runs identical; equality with 1 GPU
@@ -398,6 +400,62 @@ START_TEST(test_two_rank_swap_equals_one)
 }
 END_TEST
 
+/* Two workers started as an external launcher would, each with its own
+ * allow-list: rank 1's lacks cuda-v1, so rank 1 cannot take the swap rank 0
+ * takes at step 60. Both must end with rank 1's reason, exit code 3, and the
+ * checkpoint of step 50 intact. */
+START_TEST(test_rank_that_cannot_take_ends_run)
+{
+    NEED_DEVICES(2);
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char v1[4400], v2[4400], hex1[ATH_SHA256_HEX], hex2[ATH_SHA256_HEX], list[300], at[4400];
+    snprintf(v1, sizeof v1, "%s/libauxtrunk.so", CUDA_V1_DIR);
+    snprintf(v2, sizeof v2, "%s/libauxtrunk.so", CUDA_V2_DIR);
+    ck_assert(ath_sha256_file(v1, hex1) == 0 && ath_sha256_file(v2, hex2) == 0);
+    snprintf(list, sizeof list, "%s  cuda-v2\n%s  cuda-v1\n", hex2, hex1);
+    tst_spit(tst_path_in("both"), list, strlen(list), 0644);
+    snprintf(list, sizeof list, "%s  cuda-v2\n", hex2);
+    tst_spit(tst_path_in("v2only"), list, strlen(list), 0644);
+    snprintf(at, sizeof at, "60:%s", CUDA_V1_DIR);
+    const char *ck = tst_path_in("refuse.ck");
+    setenv(ATH_DIST_ENV_WORLD, "2", 1);
+    setenv(ATH_DIST_ENV_ID_FILE, tst_path_in("nccl-id"), 1);
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++) {
+        char rank[4];
+        snprintf(rank, sizeof rank, "%d", r);
+        setenv(ATH_DIST_ENV_RANK, rank, 1);
+        setenv(ATH_DIST_ENV_LOCAL_RANK, rank, 1);
+        pid[r] = start_train(r ? "refuse1" : "refuse0", "--plugin-dir", CUDA_V2_DIR, "--batch",
+                             "512", "--steps", "200", "--checkpoint-every", "50", "--checkpoint",
+                             ck, "--quiet", "--gpus", "2", "--swap-at", at, "--plugin-sha256",
+                             tst_path_in(r ? "v2only" : "both"), NULL);
+    }
+    unsetenv(ATH_DIST_ENV_RANK);
+    unsetenv(ATH_DIST_ENV_LOCAL_RANK);
+    unsetenv(ATH_DIST_ENV_WORLD);
+    unsetenv(ATH_DIST_ENV_ID_FILE);
+    char *out[2] = {NULL, NULL}, *err[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        int rc = tst_wait(pid[r], 300.0, r ? "refuse1" : "refuse0", &out[r], &err[r]);
+        fprintf(stderr, "dist: rank %d: exit %d, stderr:\n%s", r, rc, err[r]);
+        ck_assert_msg(rc == 3, "rank %d: exit %d\n%s\n%s", r, rc, out[r], err[r]);
+        ck_assert_contains(err[r], "hot swap: rank 1 of 2: cannot take");
+        ck_assert_contains(err[r], "not on the allow-list");
+        ck_assert_contains(err[r], "ending the run on every rank");
+    }
+    ck_assert_contains(out[0], "took cuda-v1");
+    ath_ckpt_meta_t m;
+    ath_err_t e = {{0}};
+    ck_assert_msg(ath_ckpt_peek(ck, &m, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(m.step, 50);
+    for (int r = 0; r < 2; r++)
+        free(out[r]), free(err[r]);
+    tst_scratch_done();
+}
+END_TEST
+
 /* The pids of the launcher's children (its ranks, in start order). */
 static int children_of(pid_t parent, pid_t *out, int max)
 {
@@ -482,6 +540,7 @@ int main(void)
     tc = tcase_create("gpu2_swap");
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_two_rank_swap_equals_one);
+    tcase_add_test(tc, test_rank_that_cannot_take_ends_run);
     suite_add_tcase(s, tc);
     tc = tcase_create("gpu2");
     tcase_set_timeout(tc, 900);
