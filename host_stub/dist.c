@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist_swap.h"
 #include "train.h"
 
 /* After the first failure, the others get this long to end by SIGTERM. */
@@ -227,11 +228,6 @@ int ath_dist_train_prepare(ath_train_opts_t *o, ath_dist_env_t *env, int argc, c
                 (int)o->batch, o->gpus);
         return 1;
     }
-    if (o->swap) {
-        fprintf(stderr, "auxtrunk-host train: hot swap and --plugin-sha256 are not supported "
-                        "with --gpus yet\n");
-        return 1;
-    }
     const int is_worker = ath_dist_env_read(env, &err);
     if (is_worker < 0) {
         fprintf(stderr, "auxtrunk-host train: %s\n", err.msg);
@@ -251,7 +247,10 @@ int ath_dist_train_prepare(ath_train_opts_t *o, ath_dist_env_t *env, int argc, c
     if (env->rank != 0) {
         /* One copy of the files and the progress: rank 0's. */
         o->csv = o->svg = o->checkpoint = NULL;
-        o->checkpoint_every = 0;
+        /* With a swapper, the checkpoint steps still commit a probation
+         * here as on rank 0 (train.c); nothing is written. */
+        if (!o->swap)
+            o->checkpoint_every = 0;
         o->quiet = 1;
         if (!freopen("/dev/null", "w", stdout)) {
             fprintf(stderr, "auxtrunk-host: rank %d: /dev/null: %s\n", env->rank, strerror(errno));
@@ -260,4 +259,26 @@ int ath_dist_train_prepare(ath_train_opts_t *o, ath_dist_env_t *env, int argc, c
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The hot swap's link                                                       */
+
+static int link_broadcast(void *ctx, void *buf, size_t n, ath_err_t *err)
+{
+    return ath_dist_broadcast(ctx, buf, n, err);
+}
+
+static int link_gather(void *ctx, const void *mine, void *all, size_t n, ath_err_t *err)
+{
+    return ath_dist_gather(ctx, mine, all, n, err);
+}
+
+void ath_dist_link_of(ath_dist_t *d, ath_dist_link_t *link)
+{
+    *link = (ath_dist_link_t){.rank = d->rank,
+                              .world = d->world,
+                              .broadcast = link_broadcast,
+                              .gather = link_gather,
+                              .ctx = d};
 }

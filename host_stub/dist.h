@@ -24,6 +24,9 @@
  *                         host sees; it must not exist when the run starts,
  *                         and rank 0 removes it once every rank has joined)
  * NCCL_NVLS_ENABLE is set to 0 for the workers unless already set.
+ *
+ * Hot swap: rank 0 decides, every rank applies at the same step boundary,
+ * through ath_dist_broadcast and ath_dist_gather (dist_swap.h).
  */
 #ifndef ATH_DIST_H
 #define ATH_DIST_H
@@ -75,6 +78,12 @@ typedef struct ath_dist {
     double timeout_s; /* no progress for this long: a rank failed or hung */
     int failed;       /* the communicator was aborted */
     void *comm;       /* ncclComm_t */
+    /* Control messages (ath_dist_broadcast, ath_dist_gather). */
+    void *ctl_stream; /* cudaStream_t, made on first use */
+    void *ctl_buf;    /* device [ctl_bytes] */
+    size_t ctl_bytes;
+    double decide_s; /* a decision's broadcast may take this much longer than
+                        timeout_s: rank 0 may be vetting candidates meanwhile */
 } ath_dist_t;
 
 /* Joins the run: the unique id through env->id_file, the communicator on
@@ -91,6 +100,19 @@ int ath_dist_allgather(ath_dist_t *d, const float *send, float *recv, size_t cou
  * completion within timeout_s, aborts the communicator (the other ranks'
  * collectives then fail too) and returns -1 with the reason. */
 int ath_dist_wait(ath_dist_t *d, void *stream, ath_err_t *err);
+
+/* Control messages between steps (the hot swap's records, dist_swap.h), in
+ * host memory: collective, on the communicator's own stream once every
+ * step enqueued has completed (the caller synced), and waited for with
+ * ath_dist_wait's polling and timeout. broadcast: rank 0's n bytes of buf
+ * into every rank's buf; gather: every rank's n bytes of mine into all
+ * [world · n], in rank order. */
+int ath_dist_broadcast(ath_dist_t *d, void *buf, size_t n, ath_err_t *err);
+int ath_dist_gather(ath_dist_t *d, const void *mine, void *all, size_t n, ath_err_t *err);
+
+/* The link of dist_swap.h over d's broadcast and gather (dist.c). */
+struct ath_dist_link;
+void ath_dist_link_of(ath_dist_t *d, struct ath_dist_link *link);
 
 /* Finalises the communicator (aborts it after a failure). Safe on NULL. */
 void ath_dist_close(ath_dist_t *d);

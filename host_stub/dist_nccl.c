@@ -165,7 +165,9 @@ int ath_dist_allgather(ath_dist_t *d, const float *send, float *recv, size_t cou
     return settle(d, r, "ncclAllGather", err);
 }
 
-int ath_dist_wait(ath_dist_t *d, void *stream, ath_err_t *err)
+/* Waits for stream as ath_dist_wait does, extra_s longer; what names the
+ * work in messages. */
+static int wait_for(ath_dist_t *d, void *stream, const char *what, double extra_s, ath_err_t *err)
 {
     const double t0 = ath_now_s();
     for (;;) {
@@ -184,22 +186,109 @@ int ath_dist_wait(ath_dist_t *d, void *stream, ath_err_t *err)
                 return fail(d, err, "rank %d of %d: NCCL failed: %s; ending the run", msg);
             }
         }
-        if (ath_now_s() - t0 > limit_of(d)) {
+        if (ath_now_s() - t0 > limit_of(d) + extra_s) {
             char lim[32];
-            snprintf(lim, sizeof lim, "%.0f s", d->timeout_s);
-            return fail(d, err,
-                        "rank %d of %d: the step's exchange made no progress in %s: another rank "
-                        "failed or hung; ending the run",
-                        lim);
+            snprintf(lim, sizeof lim, "%.0f s", d->timeout_s + extra_s);
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s made no progress in %s", what, lim);
+            return fail(d, err, "rank %d of %d: %s: another rank failed or hung; ending the run",
+                        msg);
         }
         nap();
     }
+}
+
+int ath_dist_wait(ath_dist_t *d, void *stream, ath_err_t *err)
+{
+    return wait_for(d, stream, "the step's exchange", 0.0, err);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Control messages                                                          */
+
+/* The control stream and a device buffer of at least bytes. */
+static int ctl_ready(ath_dist_t *d, size_t bytes, ath_err_t *err)
+{
+    if (d->failed)
+        return ath_errf(err, "rank %d of %d: the communicator was aborted", d->rank, d->world);
+    cudaError_t ce = cudaSuccess;
+    if (!d->ctl_stream) {
+        cudaStream_t st = NULL;
+        ce = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+        d->ctl_stream = st;
+    }
+    if (ce == cudaSuccess && bytes > d->ctl_bytes) {
+        cudaFree(d->ctl_buf);
+        d->ctl_buf = NULL;
+        d->ctl_bytes = 0;
+        ce = cudaMalloc(&d->ctl_buf, bytes);
+        if (ce == cudaSuccess)
+            d->ctl_bytes = bytes;
+    }
+    if (ce != cudaSuccess)
+        return ath_errf(err, "rank %d of %d: device memory for the control messages: %s", d->rank,
+                        d->world, cudaGetErrorString(ce));
+    return 0;
+}
+
+/* The result into host memory, once the stream is idle (a copy to pageable
+ * memory would otherwise block without the timeout). */
+static int ctl_result(ath_dist_t *d, void *out, size_t n, const char *what, double extra_s,
+                      ath_err_t *err)
+{
+    if (wait_for(d, d->ctl_stream, what, extra_s, err) != 0)
+        return -1;
+    cudaError_t ce = cudaMemcpy(out, d->ctl_buf, n, cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess)
+        return fail(d, err, "rank %d of %d: reading a control message: %s", cudaGetErrorString(ce));
+    return 0;
+}
+
+int ath_dist_broadcast(ath_dist_t *d, void *buf, size_t n, ath_err_t *err)
+{
+    if (ctl_ready(d, n, err) != 0)
+        return -1;
+    cudaStream_t st = (cudaStream_t)d->ctl_stream;
+    if (d->rank == 0) {
+        cudaError_t ce = cudaMemcpyAsync(d->ctl_buf, buf, n, cudaMemcpyHostToDevice, st);
+        if (ce != cudaSuccess)
+            return fail(d, err, "rank %d of %d: a control message to the device: %s",
+                        cudaGetErrorString(ce));
+    }
+    ncclResult_t r =
+        ncclBroadcast(d->ctl_buf, d->ctl_buf, n, ncclUint8, 0, (ncclComm_t)d->comm, st);
+    if (settle(d, r, "ncclBroadcast", err) != 0)
+        return -1;
+    return ctl_result(d, buf, n, "the hot-swap decision's broadcast", d->decide_s, err);
+}
+
+int ath_dist_gather(ath_dist_t *d, const void *mine, void *all, size_t n, ath_err_t *err)
+{
+    const size_t bytes = (size_t)d->world * n;
+    if (ctl_ready(d, bytes, err) != 0)
+        return -1;
+    cudaStream_t st = (cudaStream_t)d->ctl_stream;
+    /* In place: this rank's part of the result is its send buffer. */
+    char *part = (char *)d->ctl_buf + (size_t)d->rank * n;
+    cudaError_t ce = cudaMemcpyAsync(part, mine, n, cudaMemcpyHostToDevice, st);
+    if (ce != cudaSuccess)
+        return fail(d, err, "rank %d of %d: a control message to the device: %s",
+                    cudaGetErrorString(ce));
+    ncclResult_t r = ncclAllGather(part, d->ctl_buf, n, ncclUint8, (ncclComm_t)d->comm, st);
+    if (settle(d, r, "ncclAllGather", err) != 0)
+        return -1;
+    return ctl_result(d, all, bytes, "the hot-swap answers' gather", 0.0, err);
 }
 
 void ath_dist_close(ath_dist_t *d)
 {
     if (!d)
         return;
+    if (d->ctl_stream && !d->failed)
+        cudaStreamSynchronize((cudaStream_t)d->ctl_stream);
+    cudaFree(d->ctl_buf);
+    if (d->ctl_stream)
+        cudaStreamDestroy((cudaStream_t)d->ctl_stream);
     ncclComm_t comm = (ncclComm_t)d->comm;
     if (comm && !d->failed) {
         ath_err_t err = {{0}};

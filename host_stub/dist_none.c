@@ -29,4 +29,16 @@ int ath_dist_wait(ath_dist_t *d, void *stream, ath_err_t *err)
     return ath_errf(err, "no NCCL in this build");
 }
 
+int ath_dist_broadcast(ath_dist_t *d, void *buf, size_t n, ath_err_t *err)
+{
+    (void)d, (void)buf, (void)n;
+    return ath_errf(err, "no NCCL in this build");
+}
+
+int ath_dist_gather(ath_dist_t *d, const void *mine, void *all, size_t n, ath_err_t *err)
+{
+    (void)d, (void)mine, (void)all, (void)n;
+    return ath_errf(err, "no NCCL in this build");
+}
+
 void ath_dist_close(ath_dist_t *d) { (void)d; }

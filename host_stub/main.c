@@ -339,9 +339,9 @@ static int cmd_train(int argc, char **argv, int first)
         PLAIN("quiet", NULL, ATH_OPT_FLAG, &o.quiet, "no progress lines, only the summary"),
         PLAIN("no-graph", NULL, ATH_OPT_FLAG, &o.no_graph,
               "CUDA plugins: enqueue each step, do not replay it as a CUDA graph"),
-        NUM_T(
-            "gpus", "N", ATH_OPT_INT, &o.gpus, 1, ATH_DIST_MAX_RANKS, NULL,
-            "data parallel: one process per GPU, NCCL between them (--batch is the global batch)"),
+        NUM_T("gpus", "N", ATH_OPT_INT, &o.gpus, 1, ATH_DIST_MAX_RANKS, NULL,
+              "data parallel: one process per GPU, NCCL between them (--batch is the global "
+              "batch; a hot swap is decided on rank 0 and applied on every rank)"),
         NUM("call-timeout", "SECONDS", ATH_OPT_DOUBLE, &o.call_timeout_s, 0, 1e9,
             "end the run (exit 5) if a plugin call or the device hangs this long (0 = never)"),
         PLAIN("watch-plugin-dir", NULL, ATH_OPT_FLAG, &sw.watch,

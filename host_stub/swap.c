@@ -32,6 +32,7 @@
 #define R_DIGEST "digest"
 #define R_ROLLED_BACK "rolled-back-before"
 #define R_REFERENCE "reference-failed"
+#define R_NOT_CUDA "not-cuda"
 
 struct ath_swap {
     ath_swap_opts_t o;
@@ -63,6 +64,7 @@ struct ath_swap {
     int next_at;
     ath_watch_t watch;
     int change_seen, hup_seen; /* ath_swap_due took a change or a SIGHUP for the next poll */
+    int poll_read;             /* this poll has read SIGHUP and the watch (ath_swap_poll_one) */
     int hup_installed;
 
     ath_swap_stats_t stats;
@@ -70,13 +72,6 @@ struct ath_swap {
 
 /* ------------------------------------------------------------------------- */
 /* Small helpers                                                             */
-
-/* A message that did not fit ends in "..." (len: what snprintf wanted). */
-static void mark_cut(char *buf, size_t n, int len)
-{
-    if (len >= (int)n && n > 4)
-        memcpy(buf + n - 4, "...", 4);
-}
 
 /* Messages from the loader name the private copy; the operator knows the
  * file they deployed, so every occurrence of copy is replaced by src. */
@@ -222,6 +217,57 @@ ath_swap_stats_t ath_swap_stats(const ath_swap_t *s) { return s->stats; }
  * (ath_trunk_close synchronises through devmem before destroy and dlclose). */
 static void release_prev(ath_swap_t *s) { ath_trunk_close(&s->prev); }
 
+/* The switch: cand (loaded from file, digest sha) becomes the live version
+ * after `step`. Only one previous version is held: a second swap during
+ * probation makes the version it replaces the rollback target. */
+static void take(ath_swap_t *s, ath_trunk_t *live, ath_trunk_t *cand, const char *file,
+                 const char sha[SHA_HEX], uint64_t step)
+{
+    release_prev(s);
+    s->prev = *live;
+    memcpy(s->prev_sha, s->live_sha, SHA_HEX);
+    snprintf(s->prev_source, sizeof s->prev_source, "%s", s->source);
+    *live = *cand;
+    snprintf(live->plugin.path, sizeof live->plugin.path, "%s", file);
+    memcpy(s->live_sha, sha, SHA_HEX);
+    snprintf(s->source, sizeof s->source, "%s", file);
+    s->probation_end = step + (s->o.rollback_steps ? s->o.rollback_steps : ATH_SWAP_ROLLBACK_STEPS);
+    s->stats.taken++;
+}
+
+/* Loads the vetted (or already vetted elsewhere) copy here and runs the
+ * canary on it against the reference in s->canary.ref_*. Returns 0 with
+ * *cand open, or -1 with *reason and the message (*cand closed). */
+static int load_checked(ath_swap_t *s, const char *copy, const ath_trunk_t *live,
+                        const float *params, ath_trunk_t *cand, int *exact, const char **reason,
+                        ath_err_t *err)
+{
+    ath_canary_t *c = &s->canary;
+    ath_load_status_t ls = ath_trunk_open(cand, copy, &s->config, s->device, err);
+    if (ls != ATH_LOAD_OK) {
+        *reason = ath_load_status_name(ls);
+        return -1;
+    }
+    if (cand->plugin.space == ATH_SPACE_CUDA)
+        s->cuda_used = 1;
+    else if (s->o.cuda_only) {
+        *reason = R_NOT_CUDA;
+        ath_errf(err, "%s is a host plugin; a data-parallel run swaps only between CUDA plugins",
+                 cand->plugin.path);
+        ath_trunk_close(cand);
+        return -1;
+    }
+    *exact = ath_canary_is_exact(live) && ath_canary_is_exact(cand);
+    if (ath_canary_run(cand, params, c->x, c->dout, c->pb, c->out, c->grads, err) != 0 ||
+        ath_canary_compare(&s->config, c->pb, *exact, c->ref_out, c->out, c->ref_grads, c->grads,
+                           err) != 0) {
+        *reason = ATH_VET_R_CANARY;
+        ath_trunk_close(cand);
+        return -1;
+    }
+    return 0;
+}
+
 /* Vets copy in a child against the reference the live version computed. */
 static int vet_candidate(ath_swap_t *s, const char *copy, const float *params, int ref_exact,
                          ath_vet_version_t *ver, const char **reason, double *child_ms,
@@ -286,9 +332,10 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
         res->outcome = ATH_SWAP_UNCHANGED;
         res->reason = "";
         res->ms = (ath_now_s() - t0) * 1e3;
-        mark_cut(res->msg, sizeof res->msg,
-                 snprintf(res->msg, sizeof res->msg,
-                          "%s is the running version %s (SHA-256 %.16s...)", file, running, sha));
+        ath_mark_cut(res->msg, sizeof res->msg,
+                     snprintf(res->msg, sizeof res->msg,
+                              "%s is the running version %s (SHA-256 %.16s...)", file, running,
+                              sha));
         s->stats.unchanged++;
         ath_logf(s->log, "swap: after step %llu (%s): %s; nothing to do [%.1f ms]",
                  (unsigned long long)step, trigger, res->msg, res->ms);
@@ -316,45 +363,22 @@ ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *tri
         goto refused;
 
     /* Vetted: now load it here, and check it here too. */
-    ath_load_status_t ls = ath_trunk_open(&cand, copy, &s->config, s->device, &err);
-    if (ls != ATH_LOAD_OK) {
-        reason = ath_load_status_name(ls);
+    int exact = 0;
+    if (load_checked(s, copy, live, params, &cand, &exact, &reason, &err) != 0)
         goto refused;
-    }
-    if (cand.plugin.space == ATH_SPACE_CUDA)
-        s->cuda_used = 1;
-    int exact = ath_canary_is_exact(live) && ath_canary_is_exact(&cand);
-    if (ath_canary_run(&cand, params, c->x, c->dout, c->pb, c->out, c->grads, &err) != 0 ||
-        ath_canary_compare(&s->config, c->pb, exact, c->ref_out, c->out, c->ref_grads, c->grads,
-                           &err) != 0) {
-        reason = ATH_VET_R_CANARY;
-        ath_trunk_close(&cand);
-        goto refused;
-    }
     unlink(copy);
-
-    /* Switch. Only one previous version is held: a second swap during
-     * probation makes the version it replaces the rollback target. */
-    release_prev(s);
-    s->prev = *live;
-    memcpy(s->prev_sha, s->live_sha, SHA_HEX);
-    snprintf(s->prev_source, sizeof s->prev_source, "%s", s->source);
-    *live = cand;
-    snprintf(live->plugin.path, sizeof live->plugin.path, "%s", file);
-    memcpy(s->live_sha, sha, SHA_HEX);
-    snprintf(s->source, sizeof s->source, "%s", file);
-    s->probation_end = step + (s->o.rollback_steps ? s->o.rollback_steps : ATH_SWAP_ROLLBACK_STEPS);
-    s->stats.taken++;
+    take(s, live, &cand, file, sha, step);
 
     res->outcome = ATH_SWAP_TAKEN;
     res->reason = "";
     res->ms = (ath_now_s() - t0) * 1e3;
-    mark_cut(res->msg, sizeof res->msg,
-             snprintf(res->msg, sizeof res->msg,
-                      "took %s from %s, replacing %s; canary %s on %d probe samples; vetted in a "
-                      "child in %.1f ms",
-                      version_of(live, taken_v, sizeof taken_v), file, running,
-                      exact ? "bit-identical (exact)" : "within tolerance", (int)c->pb, child_ms));
+    ath_mark_cut(
+        res->msg, sizeof res->msg,
+        snprintf(res->msg, sizeof res->msg,
+                 "took %s from %s, replacing %s; canary %s on %d probe samples; vetted in a "
+                 "child in %.1f ms",
+                 version_of(live, taken_v, sizeof taken_v), file, running,
+                 exact ? "bit-identical (exact)" : "within tolerance", (int)c->pb, child_ms));
     ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step, trigger,
              res->msg, res->ms);
     return res->outcome;
@@ -370,13 +394,62 @@ refused:
     char cand_v[300] = "";
     if (ver.impl[0])
         snprintf(cand_v, sizeof cand_v, " (candidate %s [%s])", ver.impl, ver.kver);
-    mark_cut(res->msg, sizeof res->msg,
-             snprintf(res->msg, sizeof res->msg, "refused %s%s: %s: %s; %s keeps running", file,
-                      cand_v, reason, err.msg, running));
+    ath_mark_cut(res->msg, sizeof res->msg,
+                 snprintf(res->msg, sizeof res->msg, "refused %s%s: %s: %s; %s keeps running", file,
+                          cand_v, reason, err.msg, running));
     ath_logf(s->log, "swap: after step %llu (%s): %s [%.1f ms]", (unsigned long long)step, trigger,
              res->msg, res->ms);
     return res->outcome;
 }
+
+int ath_swap_follow(ath_swap_t *s, const char *path, const char *sha, uint64_t step,
+                    const float *params, ath_trunk_t *live, ath_err_t *err)
+{
+    double t0 = ath_now_s();
+    char file[ATH_PATH_MAX], copy[ATH_PATH_MAX] = "", got[SHA_HEX], v[512];
+    const char *reason = "";
+    ath_err_t why = {{0}};
+    ath_trunk_t cand;
+    memset(&cand, 0, sizeof cand);
+    ath_canary_t *c = &s->canary;
+    ath_plugin_file(path, file, sizeof file);
+    if (checked_copy(s, file, copy, sizeof copy, got, &reason, &why) != 0) {
+        copy[0] = '\0';
+        goto fail;
+    }
+    if (strcmp(got, sha) != 0) {
+        reason = R_DIGEST;
+        ath_errf(&why,
+                 "the file here has SHA-256 %.16s..., not the %.16s... rank 0 took (it differs "
+                 "on this host, or changed since)",
+                 got, sha);
+        goto fail;
+    }
+    int exact = 0;
+    if (ath_canary_run(live, params, c->x, c->dout, c->pb, c->ref_out, c->ref_grads, &why) != 0) {
+        reason = R_REFERENCE;
+        goto fail;
+    }
+    if (load_checked(s, copy, live, params, &cand, &exact, &reason, &why) != 0)
+        goto fail;
+    unlink(copy);
+    take(s, live, &cand, file, sha, step);
+    ath_logf(s->log,
+             "swap: after step %llu: took %s from %s (SHA-256 %.16s...) as rank 0 did; "
+             "canary %s [%.1f ms]",
+             (unsigned long long)step, version_of(live, v, sizeof v), file, sha,
+             exact ? "bit-identical (exact)" : "within tolerance", (ath_now_s() - t0) * 1e3);
+    return 0;
+fail:
+    name_source(why.msg, sizeof why.msg, copy, file);
+    if (copy[0])
+        unlink(copy);
+    return ath_errf(err, "cannot take %s: %s: %s", file, reason, why.msg);
+}
+
+const char *ath_swap_live_sha(const ath_swap_t *s) { return s->live_sha; }
+
+const char *ath_swap_live_source(const ath_swap_t *s) { return s->source; }
 
 int ath_swap_failed(ath_swap_t *s, uint64_t step, ath_trunk_t *live, const char *why)
 {
@@ -428,21 +501,39 @@ int ath_swap_due(ath_swap_t *s, uint64_t step)
     return s->hup_seen || s->change_seen;
 }
 
+int ath_swap_poll_one(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live)
+{
+    while (s->next_at < s->o.n_at && s->o.at[s->next_at].step <= step) {
+        const ath_swap_at_t *a = &s->o.at[s->next_at++];
+        if (ath_swap_try(s, a->path, "--swap-at", step, params, live, NULL) == ATH_SWAP_TAKEN)
+            return 1;
+    }
+    /* SIGHUP and the watch are read once per poll, after the entries. */
+    if (!s->poll_read) {
+        s->hup_seen = s->hup_seen || ath_hup_take();
+        s->change_seen = s->change_seen || (s->o.watch && ath_watch_changed(&s->watch));
+        s->poll_read = 1;
+    }
+    if (s->hup_seen) {
+        s->hup_seen = 0;
+        if (s->watch.file[0] &&
+            ath_swap_try(s, s->watch.file, "SIGHUP", step, params, live, NULL) == ATH_SWAP_TAKEN)
+            return 1;
+    }
+    if (s->change_seen) {
+        s->change_seen = 0;
+        if (ath_swap_try(s, s->watch.file, ath_watch_trigger(&s->watch), step, params, live,
+                         NULL) == ATH_SWAP_TAKEN)
+            return 1;
+    }
+    s->poll_read = 0;
+    return 0;
+}
+
 int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live)
 {
     int taken = 0;
-    while (s->next_at < s->o.n_at && s->o.at[s->next_at].step <= step) {
-        const ath_swap_at_t *a = &s->o.at[s->next_at++];
-        taken += ath_swap_try(s, a->path, "--swap-at", step, params, live, NULL) == ATH_SWAP_TAKEN;
-    }
-    const int hup = s->hup_seen || ath_hup_take();
-    const int changed = s->change_seen || (s->o.watch && ath_watch_changed(&s->watch));
-    s->hup_seen = s->change_seen = 0;
-    if (hup && s->watch.file[0])
-        taken +=
-            ath_swap_try(s, s->watch.file, "SIGHUP", step, params, live, NULL) == ATH_SWAP_TAKEN;
-    if (changed)
-        taken += ath_swap_try(s, s->watch.file, ath_watch_trigger(&s->watch), step, params, live,
-                              NULL) == ATH_SWAP_TAKEN;
+    while (ath_swap_poll_one(s, step, params, live))
+        taken++;
     return taken;
 }

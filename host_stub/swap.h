@@ -77,6 +77,8 @@ typedef struct ath_swap_opts {
     const char *vet_exe; /* program run as "<vet_exe> --swap-vet ..." (vet.h) once a CUDA
                                 context exists here; NULL: fork only */
     int vet_exec_always; /* exec vet_exe for every candidate (tests of that path) */
+    int cuda_only;       /* refuse a candidate that is not a CUDA plugin (data parallel: the
+                            ranks exchange device buffers) */
     FILE *log;           /* where "swap:" lines go; NULL: stdout */
 } ath_swap_opts_t;
 
@@ -119,6 +121,12 @@ ath_load_status_t ath_swap_open(ath_swap_t *s, const char *dir_or_file, ath_trun
  * pending SIGHUP and directory changes. Returns the number of swaps taken. */
 int ath_swap_poll(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live);
 
+/* ath_swap_poll one swap at a time, for a data-parallel run whose ranks
+ * apply each swap rank 0 takes (dist_swap.h): serves the triggers in
+ * ath_swap_poll's order until one swap is taken and returns 1; called again
+ * after the same step, it goes on with the triggers left; 0 when none is. */
+int ath_swap_poll_one(ath_swap_t *s, uint64_t step, const float *params, ath_trunk_t *live);
+
 /* Whether ath_swap_poll after `step` has anything to try (a due --swap-at
  * entry, a SIGHUP, a change of the watched file, which is remembered for that
  * poll), so that a device-resident trainer syncs and copies its parameters to
@@ -130,6 +138,21 @@ int ath_swap_due(ath_swap_t *s, uint64_t step);
  * details in *res if non-NULL. */
 ath_swap_outcome_t ath_swap_try(ath_swap_t *s, const char *path, const char *trigger, uint64_t step,
                                 const float *params, ath_trunk_t *live, ath_swap_result_t *res);
+
+/* The other ranks of a data-parallel run: takes the version rank 0 took
+ * after `step`, from path, whose digest must be sha (lower-case hex). The
+ * file goes through the permission checks, the private copy and the
+ * allow-list as any candidate; no vetting child (rank 0's vetted the same
+ * bytes), but the canary runs here against the live version on this
+ * rank's device. Then it is switched in as ath_swap_try does (probation,
+ * the replaced version held). Returns 0, or -1 with the message (nothing
+ * changed). */
+int ath_swap_follow(ath_swap_t *s, const char *path, const char *sha, uint64_t step,
+                    const float *params, ath_trunk_t *live, ath_err_t *err);
+
+/* The live version's digest (lower-case hex) and the file it came from. */
+const char *ath_swap_live_sha(const ath_swap_t *s);
+const char *ath_swap_live_source(const ath_swap_t *s);
 
 /* The live version failed at `step` (why: the error text). Rolls back to the
  * previous version if it is still held (probation) and returns 0: the caller

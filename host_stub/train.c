@@ -42,6 +42,7 @@
 #include "checkpoint.h"
 #include "combine.h"
 #include "dist.h"
+#include "dist_swap.h"
 #include "engine.h"
 #include "layout.h"
 #include "report.h"
@@ -57,6 +58,9 @@ typedef enum step_outcome { STEP_OK, STEP_RETRY, STEP_FAIL, STEP_STOP } step_out
 /* A CUDA engine syncs at least this often, so that a wait for the device
  * covers a bounded amount of work (the watchdog's limit applies to it). */
 #define SYNC_EVERY_S 1.0
+/* Data parallel, where the clock may not decide (sync_due), the steps
+ * between two syncs at most instead. */
+#define DIST_SYNC_EVERY 64
 
 typedef struct run {
     const ath_train_opts_t *o;
@@ -248,6 +252,9 @@ static int keep_good_state(run_t *r, ath_err_t *err)
     return 0;
 }
 
+/* Also called on the ranks of a data-parallel run that write no files
+ * (no --checkpoint there): they commit at the same steps as rank 0, so that
+ * every rank's rollback target is the same state. */
 static int save_checkpoint(run_t *r, ath_err_t *err)
 {
     const ath_scalars_t *sc = &r->e->sc;
@@ -258,6 +265,10 @@ static int save_checkpoint(run_t *r, ath_err_t *err)
      * the rollback target moves here. */
     if (r->on_probation && (commit_rows(r, err) != 0 || keep_good_state(r, err) != 0))
         return -1;
+    if (!r->o->checkpoint) {
+        r->last_saved = sc->step;
+        return 0;
+    }
     if (r->csv.f && ath_csv_flush(&r->csv, err) != 0)
         return -1;
     ath_ckpt_meta_t m = meta_of(r->o, r->ecfg.hp);
@@ -283,7 +294,12 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
     auxtrunk_config_t config = {sizeof config, 0, o->enc, o->h1, o->h2, o->aux, shard, -1};
     ath_load_status_t ls;
     if (o->swap) {
-        if (ath_swap_create(&r->swap, o->swap, &config, o->device, &r->err) != 0) {
+        /* Data parallel, only rank 0 watches and decides (dist_swap.h). */
+        ath_swap_opts_t so = *o->swap;
+        so.cuda_only = o->dist != NULL;
+        if (o->dist && o->dist->rank != 0)
+            so.watch = so.poll_ms = 0;
+        if (ath_swap_create(&r->swap, &so, &config, o->device, &r->err) != 0) {
             fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
             return ATH_EXIT_PLUGIN;
         }
@@ -330,6 +346,14 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
             fprintf(stderr, "auxtrunk-host: %s\n", r->err.msg);
             return ATH_EXIT_FAILURE;
         }
+        /* At a decision boundary the others wait while rank 0 tries each
+         * trigger due (the --swap-at entries, SIGHUP, the watch), each within
+         * its vetting limit and the load and canary after it. */
+        if (o->swap)
+            r->dist->decide_s =
+                (o->swap->n_at + 2) *
+                ((o->swap->vet_timeout_s > 0 ? o->swap->vet_timeout_s : ATH_VET_TIMEOUT_S) +
+                 ATH_DIST_SWAP_LOAD_S);
         r->ecfg.batch = shard;
         r->ecfg.dist = r->dist;
         r->ecfg.slot0 = o->dist->rank * shard;
@@ -406,14 +430,23 @@ static int run_open(run_t *r, const ath_train_opts_t *o)
  * probation, roll back to it; the state is that before `step` (nothing that
  * failed was applied), so the run continues as if the failing version had
  * never run that step. */
+static void forget_plugin(run_t *r)
+{
+    for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
+        if (r->eng[i])
+            r->eng[i]->ops->forget_plugin(r->eng[i]);
+}
+
+/* Whether a failure at `step` rolls back: only inside the window, decided
+ * by the step numbers alone (not by when the host happened to sync), so
+ * that every rank of a data-parallel run decides the same. */
 static step_outcome_t recover(run_t *r, uint64_t step)
 {
     if (!r->swap)
         return STEP_FAIL;
-    for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
-        if (r->eng[i])
-            r->eng[i]->ops->forget_plugin(r->eng[i]);
-    if (!r->on_probation || ath_swap_failed(r->swap, step, &r->trunk, r->err.msg) != 0)
+    forget_plugin(r);
+    if (!r->on_probation || step > r->probation_end ||
+        ath_swap_failed(r->swap, step, &r->trunk, r->err.msg) != 0)
         return STEP_FAIL;
     /* Back to the state at the swap (or the last checkpoint since), in the
      * memory space of the version rolled back to. */
@@ -492,8 +525,8 @@ static step_outcome_t sync_report(run_t *r)
     }
     if (last == before)
         return STEP_OK;
-    const int ckpt_due = o->checkpoint && o->checkpoint_every && last % o->checkpoint_every == 0 &&
-                         last != r->last_saved;
+    const int ckpt_due =
+        o->checkpoint_every && last % o->checkpoint_every == 0 && last != r->last_saved;
     const int log_due = last % r->log_every == 0 || last == r->step0 + 1 || last == o->steps;
     if (ckpt_due && save_checkpoint(r, &r->err) != 0) {
         r->code = ATH_EXIT_CHECKPOINT;
@@ -506,6 +539,10 @@ static step_outcome_t sync_report(run_t *r)
     return STEP_OK;
 }
 
+/* Data parallel, the syncs are a function of the step numbers alone (no
+ * clock): a fault is then found at the same sync on every rank, so every
+ * rank rolls back after the same collectives and they keep pairing up. A
+ * wait then covers at most DIST_SYNC_EVERY steps. */
 static int sync_due(const run_t *r, uint64_t step)
 {
     const ath_train_opts_t *o = r->o;
@@ -513,7 +550,61 @@ static int sync_due(const run_t *r, uint64_t step)
         return 1;
     return step % r->log_every == 0 || step == r->step0 + 1 || step >= o->steps ||
            (o->checkpoint_every && step % o->checkpoint_every == 0) ||
-           step - r->reported >= ATH_ENGINE_RING || ath_now_s() - r->t_sync > SYNC_EVERY_S;
+           step - r->reported >= ATH_ENGINE_RING ||
+           (r->dist ? step % DIST_SYNC_EVERY == 0 : ath_now_s() - r->t_sync > SYNC_EVERY_S);
+}
+
+/* A swap needs the parameters on the host (the canary), and the engine
+ * must let go of the plugin (its CUDA graph). */
+static int prepare_swap(void *ctx, ath_err_t *err)
+{
+    run_t *r = ctx;
+    if (r->e->ops->get(r->e, r->params, r->m, r->v, err) != 0)
+        return -1;
+    forget_plugin(r);
+    return 0;
+}
+
+/* The boundary after step `done`, synced: the swapper's triggers (one GPU),
+ * or the decision of rank 0 applied on every rank (data parallel). A swap
+ * taken starts a new probation, whose rollback target is the state now. */
+static step_outcome_t swap_boundary(run_t *r, uint64_t done)
+{
+    step_outcome_t oc = sync_report(r);
+    if (oc != STEP_OK)
+        return oc;
+    int taken = 0;
+    if (r->dist) {
+        ath_dist_link_t link;
+        ath_dist_link_of(r->dist, &link);
+        ath_dist_swap_rank_t me = {.swap = r->swap,
+                                   .live = &r->trunk,
+                                   .prepare = prepare_swap,
+                                   .ctx = r,
+                                   .params = r->params};
+        if (ath_dist_swap_boundary(&link, &me, done, &taken, &r->err) != 0) {
+            r->code = r->dist->failed ? ATH_EXIT_FAILURE : ATH_EXIT_PLUGIN;
+            return STEP_FAIL;
+        }
+        if (taken)
+            ath_logf(stdout,
+                     "swap: after step %llu: every rank (%d) runs %s [%s] (SHA-256 %.16s...)",
+                     (unsigned long long)done, r->dist->world, r->trunk.plugin.api.impl_name,
+                     r->trunk.plugin.api.kernel_version, ath_swap_live_sha(r->swap));
+    } else {
+        if (prepare_swap(r, &r->err) != 0)
+            return STEP_FAIL;
+        taken = ath_swap_poll(r->swap, done, r->params, &r->trunk);
+    }
+    if (taken == 0)
+        return STEP_OK;
+    if (commit_rows(r, &r->err) != 0 || keep_good_state(r, &r->err) != 0)
+        return STEP_FAIL;
+    r->on_probation = 1;
+    r->probation_end =
+        done + (r->o->swap->rollback_steps ? r->o->swap->rollback_steps : ATH_SWAP_ROLLBACK_STEPS);
+    ath_scalars_t sc = r->e->sc;
+    return use_engine(r, &sc) == 0 ? STEP_OK : STEP_FAIL;
 }
 
 static step_outcome_t run_step(run_t *r)
@@ -524,28 +615,13 @@ static step_outcome_t run_step(run_t *r)
         oc = sync_report(r);
         return oc == STEP_OK ? STEP_STOP : oc;
     }
-    /* Between two steps: a swap needs the parameters on the host. */
-    if (r->swap && ath_swap_due(r->swap, step - 1)) {
-        if ((oc = sync_report(r)) != STEP_OK)
-            return oc;
-        if (r->e->ops->get(r->e, r->params, r->m, r->v, &r->err) != 0)
-            return STEP_FAIL;
-        for (size_t i = 0; i < sizeof r->eng / sizeof r->eng[0]; i++)
-            if (r->eng[i])
-                r->eng[i]->ops->forget_plugin(r->eng[i]);
-        if (ath_swap_poll(r->swap, step - 1, r->params, &r->trunk) > 0) {
-            /* A new probation: its rollback target is the state now. */
-            if (commit_rows(r, &r->err) != 0 || keep_good_state(r, &r->err) != 0)
-                return STEP_FAIL;
-            r->on_probation = 1;
-            r->probation_end =
-                step - 1 +
-                (r->o->swap->rollback_steps ? r->o->swap->rollback_steps : ATH_SWAP_ROLLBACK_STEPS);
-            ath_scalars_t sc = r->e->sc;
-            if (use_engine(r, &sc) != 0)
-                return STEP_FAIL;
-        }
-    }
+    /* Between two steps. Data parallel, every rank stops at the same
+     * boundaries (dist_swap.h) whether or not rank 0 has a trigger. */
+    if (r->swap &&
+        (r->dist ? ath_dist_swap_decides(r->o->swap, r->step0, step - 1)
+                 : ath_swap_due(r->swap, step - 1)) &&
+        (oc = swap_boundary(r, step - 1)) != STEP_OK)
+        return oc;
     ath_watchdog_arm(r->e->lazy ? "enqueueing a step on the device" : "a plugin call", step);
     const double t0 = ath_now_s();
     int rc = r->e->ops->step(r->e, &r->trunk, r->probe_due, &r->err);
@@ -557,6 +633,17 @@ static step_outcome_t run_step(run_t *r)
         if ((oc = sync_report(r)) != STEP_OK)
             return oc;
         r->err = call;
+        /* Data parallel, a call that failed here may have passed on the
+         * other ranks: rolling back alone would split the run, so it ends
+         * (the others through the communicator). Non-finite values are
+         * seen by every rank in the combined verdict and roll back there. */
+        if (r->dist) {
+            ath_errf(&r->err,
+                     "rank %d: %s; ending the run (the other ranks may have passed this call, so "
+                     "no rank rolls back alone)",
+                     r->dist->rank, call.msg);
+            return STEP_FAIL;
+        }
         return recover(r, step);
     }
     r->probe_due = 0;

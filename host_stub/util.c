@@ -64,3 +64,9 @@ int ath_exe_dir(char *dir, size_t n)
     int w = snprintf(dir, n, "%s", buf);
     return w < 0 || (size_t)w >= n ? -1 : 0;
 }
+
+void ath_mark_cut(char *buf, size_t n, int len)
+{
+    if (len >= (int)n && n > 4)
+        memcpy(buf + n - 4, "...", 4);
+}

@@ -46,6 +46,10 @@ void ath_logf(FILE *f, const char *fmt, ...)
 #endif
     ;
 
+/* A message cut to buf's n bytes by snprintf ends in "..." (len: what
+ * snprintf returned), so a reader sees it was cut. */
+void ath_mark_cut(char *buf, size_t n, int len);
+
 /* The directory part of path: "." for a bare name, "/" for "/name". */
 void ath_dir_of(const char *path, char *dir, size_t n);
 

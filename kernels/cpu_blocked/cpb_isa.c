@@ -68,6 +68,14 @@ static void tile_scalar(int32_t depth, const float *restrict a, const float *res
 }
 
 static void elu_scalar(float *y, size_t n) { elu_body(y, n); }
+
+static void transpose8_scalar(int32_t depth, const float *restrict src, size_t lds,
+                              float *restrict dst, size_t ldd)
+{
+    for (int32_t r = 0; r < depth; r++)
+        for (int i = 0; i < 8; i++)
+            dst[(size_t)r * ldd + i] = src[(size_t)i * lds + r];
+}
 static void elu_grad_scalar(float *d, const float *y, size_t n) { elu_grad_body(d, y, n); }
 
 #ifdef CPB_X86
@@ -107,6 +115,50 @@ TARGET_AVX2 static void tile_avx2(int32_t depth, const float *restrict a, const 
 }
 
 TARGET_AVX2 static void elu_avx2(float *y, size_t n) { elu_body(y, n); }
+
+/* Eight steps at a time: eight row loads, the 8 x 8 transpose of unpack,
+ * shuffle and lane permute, eight group stores; the depth tail one float
+ * at a time. Used by the AVX-512 variant too (its packed widths are
+ * multiples of 8 as well). */
+TARGET_AVX2 static void transpose8_avx2(int32_t depth, const float *restrict src, size_t lds,
+                                        float *restrict dst, size_t ldd)
+{
+    int32_t r = 0;
+    for (; r + 8 <= depth; r += 8) {
+        const __m256 r0 = _mm256_loadu_ps(src + 0 * lds + r),
+                     r1 = _mm256_loadu_ps(src + 1 * lds + r);
+        const __m256 r2 = _mm256_loadu_ps(src + 2 * lds + r),
+                     r3 = _mm256_loadu_ps(src + 3 * lds + r);
+        const __m256 r4 = _mm256_loadu_ps(src + 4 * lds + r),
+                     r5 = _mm256_loadu_ps(src + 5 * lds + r);
+        const __m256 r6 = _mm256_loadu_ps(src + 6 * lds + r),
+                     r7 = _mm256_loadu_ps(src + 7 * lds + r);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+        const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+        const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+        const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+        const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+        const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+        const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+        const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+        float *o = dst + (size_t)r * ldd;
+        _mm256_storeu_ps(o + 0 * ldd, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(o + 1 * ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(o + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(o + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(o + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(o + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(o + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(o + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+    for (; r < depth; r++)
+        for (int i = 0; i < 8; i++)
+            dst[(size_t)r * ldd + i] = src[(size_t)i * lds + r];
+}
 TARGET_AVX2 static void elu_grad_avx2(float *d, const float *y, size_t n)
 {
     elu_grad_body(d, y, n);
@@ -160,13 +212,14 @@ TARGET_AVX512 static void elu_grad_avx512(float *d, const float *y, size_t n)
 /* ------------------------------------------------------------------------- */
 /* Selection                                                                 */
 
-static const cpb_ops_t ops_scalar = {CPB_ISA_SCALAR, "scalar",   S_MR,           S_NR,
-                                     tile_scalar,    elu_scalar, elu_grad_scalar};
+static const cpb_ops_t ops_scalar = {
+    CPB_ISA_SCALAR,  "scalar",         S_MR, S_NR, tile_scalar, elu_scalar,
+    elu_grad_scalar, transpose8_scalar};
 #ifdef CPB_X86
-static const cpb_ops_t ops_avx2 = {CPB_ISA_AVX2, "avx2",   A2_MR,        A2_NR,
-                                   tile_avx2,    elu_avx2, elu_grad_avx2};
-static const cpb_ops_t ops_avx512 = {CPB_ISA_AVX512, "avx512",   A5_MR,          A5_NR,
-                                     tile_avx512,    elu_avx512, elu_grad_avx512};
+static const cpb_ops_t ops_avx2 = {CPB_ISA_AVX2, "avx2",   A2_MR,         A2_NR,
+                                   tile_avx2,    elu_avx2, elu_grad_avx2, transpose8_avx2};
+static const cpb_ops_t ops_avx512 = {CPB_ISA_AVX512, "avx512",   A5_MR,           A5_NR,
+                                     tile_avx512,    elu_avx512, elu_grad_avx512, transpose8_avx2};
 #endif
 
 const cpb_ops_t *cpb_ops_for(cpb_isa_t isa)

@@ -33,6 +33,10 @@ typedef struct cpb_ops {
     void (*elu)(float *y, size_t n);
     /* d[i] = auxtrunk_canon_elu_grad(d[i], y[i]) for i < n. */
     void (*elu_grad)(float *d, const float *y, size_t n);
+    /* The transposing copy of packing: dst[r*ldd + i] = src[i*lds + r] for
+     * i < 8, r < depth (eight rows of src, each contiguous along r, become
+     * `depth` groups of eight). Moves floats, never changes one. */
+    void (*transpose8)(int32_t depth, const float *src, size_t lds, float *dst, size_t ldd);
 } cpb_ops_t;
 
 /* The variant for `isa` (CPB_ISA_AUTO: the widest this CPU runs), or NULL

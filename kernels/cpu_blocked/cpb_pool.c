@@ -1,15 +1,19 @@
 /*
  * cpb_pool.c — the thread pool of kernels/cpu_blocked (cpb_pool.h).
  *
- * A phase is one 64-bit word, (generation, ntasks, next), published after
- * the phase's fields are written. Any thread claims task `next` by
- * compare-and-swap while next < ntasks, runs it and counts it done; the
- * caller claims too and returns once `done` reaches ntasks. So the caller
- * waits only for tasks that were actually claimed: a worker that the system
- * has not scheduled yet (the machine may be busy with other work) finds the
- * phase finished when it wakes, and never holds the others up. A successful
- * claim also pins the phase's fields: they cannot change before that task
- * is done.
+ * A phase's tasks are cut into one contiguous home range per thread, the
+ * same ranges in every call with the same task count, so a task's outputs
+ * stay in the cache of the core that wrote them last time (an output that
+ * moves between cores costs more than computing it here). Each range is
+ * one 64-bit word, (generation, next, end), on its own cache line. A thread
+ * takes its own range's tasks from the front by compare-and-swap, then
+ * steals from the back of the others'; the caller returns once `done`
+ * reaches ntasks. So the caller waits only for tasks that were actually
+ * claimed: a worker that the system has not scheduled yet (the machine may
+ * be busy with other work) finds its range taken when it wakes, and never
+ * holds the others up. A successful claim also pins the phase's fields:
+ * they cannot change before that task is done. The phase word (generation,
+ * ntasks) is published after the ranges, and wakes the workers.
  *
  * Waiting spins briefly (phases of one call follow each other within
  * microseconds) and then sleeps on a condition variable, so idle workers cost
@@ -39,12 +43,23 @@
 #define SPIN_POLLS 4000
 /* Workers only run kernels, whose scratch is in the handle's workspace. */
 #define WORKER_STACK (512u * 1024u)
-/* The phase word: generation (24 bits) | ntasks (20) | next (20). */
+/* The phase word: generation (24 bits) | ntasks (20) | 0 (20); a range
+ * word: generation | next (20) | end (20). */
 #define TASK_BITS 20
 #define TASK_MASK ((UINT64_C(1) << TASK_BITS) - 1)
+#define GEN_MASK UINT64_C(0xFFFFFF)
 #define WORD_GEN(w) ((uint32_t)((w) >> (2 * TASK_BITS)))
 #define WORD_NTASKS(w) ((int32_t)(((w) >> TASK_BITS) & TASK_MASK))
-#define WORD_NEXT(w) ((int32_t)((w)&TASK_MASK))
+#define RANGE_NEXT(w) ((int32_t)(((w) >> TASK_BITS) & TASK_MASK))
+#define RANGE_END(w) ((int32_t)((w)&TASK_MASK))
+#define WORD(gen, hi, lo) \
+    (((uint64_t)(gen)&GEN_MASK) << (2 * TASK_BITS) | (uint64_t)(hi) << TASK_BITS | (uint64_t)(lo))
+#define CACHE_LINE 64
+
+/* One thread's home range of the current phase, alone on its line. */
+typedef struct range {
+    _Alignas(CACHE_LINE) _Atomic uint64_t word;
+} range_t;
 
 typedef struct worker {
     cpb_pool_t *pool;
@@ -60,7 +75,7 @@ struct cpb_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake;   /* a new phase, or stop */
     pthread_cond_t idle;   /* done reached ntasks */
-    _Atomic uint64_t word; /* the phase: generation, ntasks, next */
+    _Atomic uint64_t word; /* the phase: generation, ntasks */
     atomic_int done;       /* tasks of the phase finished */
     atomic_int stop;
 
@@ -70,27 +85,50 @@ struct cpb_pool {
     int32_t ntasks;
     fenv_t env;
 
+    range_t *ranges; /* [threads] */
     pthread_t *tid;
     worker_t *workers;
 };
 
-/* Claims and runs tasks of the current phase until none is left. */
-static void run_tasks(cpb_pool_t *p, int32_t thread, int set_env)
+/* Claims one task of phase `gen` from range r: its front for the owner,
+ * its back for a thief. -1 once the range is empty or the phase is over. */
+static int32_t claim(range_t *r, uint32_t gen, int front)
 {
-    uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
-    while (WORD_NEXT(w) < WORD_NTASKS(w)) {
-        if (!atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel,
-                                                   memory_order_acquire))
-            continue;
-        if (set_env)
-            fesetenv(&p->env);
-        p->fn(p->ctx, WORD_NEXT(w), thread);
-        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == WORD_NTASKS(w)) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->idle);
-            pthread_mutex_unlock(&p->mu);
-        }
-        w = atomic_load_explicit(&p->word, memory_order_acquire);
+    uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
+    for (;;) {
+        const int32_t next = RANGE_NEXT(w), end = RANGE_END(w);
+        if (WORD_GEN(w) != gen || next >= end)
+            return -1;
+        const uint64_t claimed = front ? WORD(gen, next + 1, end) : WORD(gen, next, end - 1);
+        if (atomic_compare_exchange_weak_explicit(&r->word, &w, claimed, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return front ? next : end - 1;
+    }
+}
+
+/* Runs one claimed task and counts it done. */
+static void run_task(cpb_pool_t *p, int32_t task, int32_t thread, int32_t ntasks, int set_env)
+{
+    if (set_env)
+        fesetenv(&p->env);
+    p->fn(p->ctx, task, thread);
+    if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == ntasks) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_signal(&p->idle);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Runs tasks of phase `gen` until none is left: the own range first, then
+ * the others' from their backs. */
+static void run_tasks(cpb_pool_t *p, int32_t thread, uint64_t word, int set_env)
+{
+    const uint32_t gen = WORD_GEN(word);
+    const int32_t ntasks = WORD_NTASKS(word);
+    for (int32_t k = 0; k < p->threads; k++) {
+        const int32_t owner = (thread + k) % p->threads;
+        for (int32_t task; (task = claim(&p->ranges[owner], gen, k == 0)) >= 0;)
+            run_task(p, task, thread, ntasks, set_env);
     }
 }
 
@@ -115,7 +153,7 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop))
             return NULL;
         seen = g;
-        run_tasks(p, w->index, 1);
+        run_tasks(p, w->index, atomic_load_explicit(&p->word, memory_order_acquire), 1);
     }
 }
 
@@ -135,6 +173,7 @@ static void pool_free(cpb_pool_t *p)
     pthread_mutex_destroy(&p->mu);
     free(p->workers);
     free(p->tid);
+    free(p->ranges);
     free(p);
 }
 
@@ -158,7 +197,11 @@ int cpb_pool_create(int32_t threads, cpb_pool_t **out)
     const int32_t n = threads - 1;
     p->tid = calloc((size_t)n + 1, sizeof *p->tid);
     p->workers = calloc((size_t)n + 1, sizeof *p->workers);
-    if (!p->tid || !p->workers) {
+    p->ranges = aligned_alloc(CACHE_LINE, (size_t)threads * sizeof *p->ranges);
+    if (p->ranges)
+        for (int32_t i = 0; i < threads; i++)
+            atomic_init(&p->ranges[i].word, UINT64_C(0));
+    if (!p->tid || !p->workers || !p->ranges) {
         pool_free(p);
         return ENOMEM;
     }
@@ -213,14 +256,20 @@ void cpb_pool_run(cpb_pool_t *p, int32_t ntasks, cpb_task_fn fn, void *ctx)
     p->ntasks = ntasks;
     fegetenv(&p->env);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    const uint64_t gen = WORD_GEN(atomic_load_explicit(&p->word, memory_order_relaxed)) + 1u;
-    const uint64_t word = (gen & 0xFFFFFFu) << (2 * TASK_BITS) | (uint64_t)ntasks << TASK_BITS;
+    const uint32_t gen =
+        (uint32_t)((WORD_GEN(atomic_load_explicit(&p->word, memory_order_relaxed)) + 1u) &
+                   GEN_MASK);
+    const int64_t T = p->threads;
+    for (int64_t i = 0; i < T; i++)
+        atomic_store_explicit(&p->ranges[i].word, WORD(gen, i * ntasks / T, (i + 1) * ntasks / T),
+                              memory_order_relaxed);
+    const uint64_t word = WORD(gen, ntasks, 0);
     pthread_mutex_lock(&p->mu);
     atomic_store_explicit(&p->word, word, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
-    run_tasks(p, 0, 0);
+    run_tasks(p, 0, word, 0);
 
     for (int s = 0; atomic_load_explicit(&p->done, memory_order_acquire) != ntasks && s < p->spin;
          s++)

@@ -3,9 +3,10 @@
  * created by cpb_pool_create and joined by cpb_pool_destroy, plus the calling
  * thread, run the independent tasks of one phase at a time.
  *
- * Which thread runs which task is decided at run time (first come, first
- * served) and must never matter: a task only writes outputs that no other
- * task of the phase reads or writes. cpb_pool_run returns when every task of
+ * Which thread runs which task is decided at run time (each thread prefers
+ * the same contiguous range of a phase's tasks in every call, and takes
+ * over others' tasks when it runs out) and must never matter: a task only
+ * writes outputs that no other task of the phase reads or writes. cpb_pool_run returns when every task of
  * the phase has finished, so the next phase sees all of its results.
  *
  * Workers run each phase under the calling thread's floating-point

@@ -21,14 +21,21 @@
  *   forward   pack the partial last panel of W1..W3 and its bias, if any;
  *             then one task per row tile runs its MR samples through all
  *             three layers (rows are independent in section 1).
- *   backward  pack W3^T, W2^T; then per chunk of C samples:
+ *   backward  per chunk of C samples:
  *             rows    one task per row tile: dh2_pre and dh1_pre of its
  *                     samples (section 2), and its samples' share of the
- *                     chunk's packed dW operands;
- *             grads   one task per column panel of dW3, dW2, dW1: the
- *                     chunk partials of its columns and of the bias, then
- *                     its columns' steps of the pairwise tree (the tree is
- *                     element-wise, so each panel can run it alone).
+ *                     chunk's packed dW operands; each thread packs its own
+ *                     W3^T and W2^T before its first row tile of the call;
+ *             grads   one task per block of about 32 rows of dW1, dW2, dW3:
+ *                     the chunk partials of its rows (and, in a layer's
+ *                     first block, of the bias), then its rows' steps of the
+ *                     pairwise tree (the tree is element-wise, so each
+ *                     block can run it alone). Row blocks are contiguous
+ *                     memory, so two threads never write one cache line
+ *                     but at a block's edge.
+ *
+ * The pool (cpb_pool.c) gives each thread the same home range of a phase's
+ * tasks in every call, so a task's outputs stay in one core's cache.
  *
  * The tree is kept as a binary-counter stack of partial sets, as in
  * kernels/cpu/cpu_trunk.c, whose comment proves it equal to the
@@ -61,10 +68,13 @@ static size_t round_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS 
 /* A thread's scratch: one packed A tile, a row tile of each hidden layer,
  * one register tile. */
 typedef struct scratch {
-    float *a;    /* [max depth][MR] */
-    float *r1;   /* [MR, H1] */
-    float *r2;   /* [MR, H2] */
-    float *tile; /* [MR][NR] */
+    float *a;         /* [max depth][MR] */
+    float *r1;        /* [MR, H1] */
+    float *r2;        /* [MR, H2] */
+    float *tile;      /* [MR][NR] */
+    float *wt3, *wt2; /* this thread's B panels of W3^T (depth AUX, columns
+                         H2) and W2^T (H2, H1) */
+    uint32_t packed;  /* the backward call they were packed for */
 } scratch_t;
 
 struct cpb_trunk {
@@ -82,8 +92,7 @@ struct cpb_trunk {
 
     /* forward: B panels of W1 (depth ENC), W2 (H1), W3 (H2); padded biases */
     float *wp1, *wp2, *wp3, *bp1, *bp2, *bp3;
-    /* backward: B panels of W3^T (depth AUX, columns H2), W2^T (H2, H1) */
-    float *wt3, *wt2;
+    uint32_t calls; /* backward calls so far (never 0 once called) */
     /* one chunk's dW operands: B panels of dout, dh2_pre, dh1_pre and A
      * tiles of h2, h1, x, each with depth cr (the chunk's samples) */
     float *g3, *g2, *g1, *a3, *a2, *a1;
@@ -122,8 +131,6 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
     TAKE(t->bp1, panel_floats(t, d.h1, 1));
     TAKE(t->bp2, panel_floats(t, d.h2, 1));
     TAKE(t->bp3, panel_floats(t, d.aux, 1));
-    TAKE(t->wt3, panel_floats(t, d.h2, d.aux));
-    TAKE(t->wt2, panel_floats(t, d.h1, d.h2));
     TAKE(t->g3, panel_floats(t, d.aux, t->cr));
     TAKE(t->g2, panel_floats(t, d.h2, t->cr));
     TAKE(t->g1, panel_floats(t, d.h1, t->cr));
@@ -138,6 +145,8 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
         TAKE(s->r1, (size_t)t->mr * d.h1);
         TAKE(s->r2, (size_t)t->mr * d.h2);
         TAKE(s->tile, (size_t)t->mr * t->nr);
+        TAKE(s->wt3, panel_floats(t, d.h2, d.aux));
+        TAKE(s->wt2, panel_floats(t, d.h1, d.h2));
     }
 #undef TAKE
     return at;
@@ -202,6 +211,33 @@ const char *cpb_isa_name(const cpb_trunk_t *t) { return t->ops->name; }
 /* ------------------------------------------------------------------------- */
 /* Packing and register tiles                                                */
 
+/* dst[0, n) = src[0, n). The packed widths as fixed-size copies, which the
+ * compiler inlines as vector moves (a loop here would become a library call
+ * per group of a few floats). */
+static inline void copy_floats(float *restrict dst, const float *restrict src, int32_t n)
+{
+    switch (n) {
+    case 32:
+        memcpy(dst, src, 32 * sizeof *dst);
+        return;
+    case 16:
+        memcpy(dst, src, 16 * sizeof *dst);
+        return;
+    case 8:
+        memcpy(dst, src, 8 * sizeof *dst);
+        return;
+    case 6:
+        memcpy(dst, src, 6 * sizeof *dst);
+        return;
+    case 4:
+        memcpy(dst, src, 4 * sizeof *dst);
+        return;
+    default:
+        for (int32_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    }
+}
+
 /*
  * Packs `nrows` depth steps of `count` values into blocks of w:
  *   dst[(blk*depth + r0 + r)*w + i] = src[(blk*w + i)*s_idx + r*s_dep]
@@ -210,8 +246,9 @@ const char *cpb_isa_name(const cpb_trunk_t *t) { return t->ops->name; }
  * Either the values of a step (s_idx == 1) or the steps of a value
  * (s_dep == 1) are contiguous in every use; the loops read along them.
  */
-static void pack(float *restrict dst, size_t depth, size_t r0, const float *restrict src,
-                 int32_t count, int32_t nrows, int32_t w, size_t s_idx, size_t s_dep)
+static void pack(const cpb_ops_t *ops, float *restrict dst, size_t depth, size_t r0,
+                 const float *restrict src, int32_t count, int32_t nrows, int32_t w, size_t s_idx,
+                 size_t s_dep)
 {
     const int32_t nblk = blocks(count, w);
     if (s_idx == 1) {
@@ -220,8 +257,7 @@ static void pack(float *restrict dst, size_t depth, size_t r0, const float *rest
             for (int32_t b = 0; b < nblk; b++) {
                 float *restrict o = dst + ((size_t)b * depth + r0 + r) * (size_t)w;
                 const int32_t n = min_i32(w, count - b * w);
-                for (int32_t i = 0; i < n; i++)
-                    o[i] = sr[b * w + i];
+                copy_floats(o, sr + b * w, n);
                 for (int32_t i = n; i < w; i++)
                     o[i] = 0.0f;
             }
@@ -231,7 +267,12 @@ static void pack(float *restrict dst, size_t depth, size_t r0, const float *rest
     for (int32_t b = 0; b < nblk; b++) {
         float *restrict blk = dst + ((size_t)b * depth + r0) * (size_t)w;
         const int32_t n = min_i32(w, count - b * w);
-        for (int32_t i = 0; i < n; i++) {
+        int32_t i = 0;
+        if (s_dep == 1 && w % 8 == 0)
+            for (; i + 8 <= n; i += 8)
+                ops->transpose8(nrows, src + (size_t)(b * w + i) * s_idx, s_idx, blk + i,
+                                (size_t)w);
+        for (; i < n; i++) {
             const float *restrict si = src + (size_t)(b * w + i) * s_idx;
             for (int32_t r = 0; r < nrows; r++)
                 blk[(size_t)r * w + i] = si[(size_t)r * s_dep];
@@ -318,8 +359,8 @@ static void fwd_pack_task(void *ctx, int32_t i, int32_t thread)
     const int32_t p = N / nr;
     const int32_t n0 = p * nr, cols = min_i32(nr, N - n0);
     /* B(r = k, j = n) = W[k, n] */
-    pack(wp + (size_t)p * K * nr, (size_t)K, 0, w + n0, cols, K, nr, 1, (size_t)N);
-    pack(bp + (size_t)p * nr, 1, 0, bias + n0, cols, 1, nr, 1, 0);
+    pack(t->ops, wp + (size_t)p * K * nr, (size_t)K, 0, w + n0, cols, K, nr, 1, (size_t)N);
+    pack(t->ops, bp + (size_t)p * nr, 1, 0, bias + n0, cols, 1, nr, 1, 0);
 }
 
 /* Task i of the row phase: samples [i*MR, +MR) through all three layers. */
@@ -334,16 +375,17 @@ static void fwd_rows_task(void *ctx, int32_t i, int32_t thread)
     float *y2 = c->h2 ? c->h2 + (size_t)b0 * d.h2 : s->r2;
 
     /* A(i, r = k) = act[i, k] */
-    pack(s->a, (size_t)d.enc, 0, c->x + (size_t)b0 * d.enc, rows, d.enc, t->mr, (size_t)d.enc, 1);
+    pack(t->ops, s->a, (size_t)d.enc, 0, c->x + (size_t)b0 * d.enc, rows, d.enc, t->mr,
+         (size_t)d.enc, 1);
     const operand_b_t b1 = {c->p->w1, t->wp1, c->p->b1, t->bp1};
     const operand_b_t b2 = {c->p->w2, t->wp2, c->p->b2, t->bp2};
     const operand_b_t b3 = {c->p->w3, t->wp3, c->p->b3, t->bp3};
     rows_product(t, s->a, d.enc, &b1, d.h1, rows, y1, s->tile);
     t->ops->elu(y1, (size_t)rows * d.h1);
-    pack(s->a, (size_t)d.h1, 0, y1, rows, d.h1, t->mr, (size_t)d.h1, 1);
+    pack(t->ops, s->a, (size_t)d.h1, 0, y1, rows, d.h1, t->mr, (size_t)d.h1, 1);
     rows_product(t, s->a, d.h1, &b2, d.h2, rows, y2, s->tile);
     t->ops->elu(y2, (size_t)rows * d.h2);
-    pack(s->a, (size_t)d.h2, 0, y2, rows, d.h2, t->mr, (size_t)d.h2, 1);
+    pack(t->ops, s->a, (size_t)d.h2, 0, y2, rows, d.h2, t->mr, (size_t)d.h2, 1);
     rows_product(t, s->a, d.h2, &b3, d.aux, rows, c->out + (size_t)b0 * d.aux, s->tile);
 }
 
@@ -381,25 +423,27 @@ typedef struct bwd_call {
     int32_t nc;       /* chunks of the batch */
     int32_t chunk;    /* the chunk of the current rows/grads phases */
     int32_t b0, rows; /* its first sample and its samples */
+    uint32_t call;    /* t->calls of this call */
 } bwd_call_t;
 
-/* Task i of the first phase: panel i of W3^T, then of W2^T. */
-static void bwd_pack_task(void *ctx, int32_t i, int32_t thread)
+/* This thread's W3^T and W2^T panels, once per call: every row task reads
+ * all of them, so each thread keeps its own copy in its own cache rather
+ * than reading panels another core wrote. */
+static void pack_wt(const bwd_call_t *c, scratch_t *s)
 {
-    (void)thread;
-    const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
-    const int32_t nr = t->nr, n3 = blocks(d.h2, nr);
+    const int32_t nr = t->nr;
     /* B(r = n, j = k) = W[k, n] for W [K, N]: columns are W's rows */
-    if (i < n3)
-        pack(t->wt3 + (size_t)i * d.aux * nr, (size_t)d.aux, 0, c->p->w3 + (size_t)i * nr * d.aux,
-             min_i32(nr, d.h2 - i * nr), d.aux, nr, (size_t)d.aux, 1);
-    else {
-        i -= n3;
-        pack(t->wt2 + (size_t)i * d.h2 * nr, (size_t)d.h2, 0, c->p->w2 + (size_t)i * nr * d.h2,
-             min_i32(nr, d.h1 - i * nr), d.h2, nr, (size_t)d.h2, 1);
-    }
+    for (int32_t i = 0; i * nr < d.h2; i++)
+        pack(t->ops, s->wt3 + (size_t)i * d.aux * nr, (size_t)d.aux, 0,
+             c->p->w3 + (size_t)i * nr * d.aux, min_i32(nr, d.h2 - i * nr), d.aux, nr,
+             (size_t)d.aux, 1);
+    for (int32_t i = 0; i * nr < d.h1; i++)
+        pack(t->ops, s->wt2 + (size_t)i * d.h2 * nr, (size_t)d.h2, 0,
+             c->p->w2 + (size_t)i * nr * d.h2, min_i32(nr, d.h1 - i * nr), d.h2, nr, (size_t)d.h2,
+             1);
+    s->packed = c->call;
 }
 
 /* Task i of a chunk's rows phase: samples [i*MR, +MR) of the chunk. */
@@ -408,36 +452,40 @@ static void bwd_rows_task(void *ctx, int32_t i, int32_t thread)
     const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
-    const scratch_t *s = &t->scratch[thread];
+    scratch_t *s = &t->scratch[thread];
+    if (s->packed != c->call)
+        pack_wt(c, s);
     const int32_t lb = i * t->mr, rows = min_i32(t->mr, c->rows - lb);
     const size_t b = (size_t)c->b0 + lb; /* first sample of the tile */
     const float *dout = c->dout + b * d.aux, *h2 = c->h2 + b * d.h2, *h1 = c->h1 + b * d.h1;
     float *dh2 = s->r2, *dh1 = s->r1;
 
     /* Section 2: dh2_pre from dout and W3, dh1_pre from dh2_pre and W2. */
-    pack(s->a, (size_t)d.aux, 0, dout, rows, d.aux, t->mr, (size_t)d.aux, 1);
-    const operand_b_t wt3 = {NULL, t->wt3, NULL, NULL}, wt2 = {NULL, t->wt2, NULL, NULL};
+    pack(t->ops, s->a, (size_t)d.aux, 0, dout, rows, d.aux, t->mr, (size_t)d.aux, 1);
+    const operand_b_t wt3 = {NULL, s->wt3, NULL, NULL}, wt2 = {NULL, s->wt2, NULL, NULL};
     rows_product(t, s->a, d.aux, &wt3, d.h2, rows, dh2, s->tile);
     t->ops->elu_grad(dh2, h2, (size_t)rows * d.h2);
-    pack(s->a, (size_t)d.h2, 0, dh2, rows, d.h2, t->mr, (size_t)d.h2, 1);
+    pack(t->ops, s->a, (size_t)d.h2, 0, dh2, rows, d.h2, t->mr, (size_t)d.h2, 1);
     rows_product(t, s->a, d.h2, &wt2, d.h1, rows, dh1, s->tile);
     t->ops->elu_grad(dh1, h1, (size_t)rows * d.h1);
 
     /* This tile's depth steps [lb, lb + rows) of the chunk's dW operands:
      * B(r = b, j = n) = g[b, n] and A(i = k, r = b) = a[b, k]. */
     const size_t cr = (size_t)t->cr;
-    pack(t->g3, cr, lb, dout, d.aux, rows, t->nr, 1, (size_t)d.aux);
-    pack(t->g2, cr, lb, dh2, d.h2, rows, t->nr, 1, (size_t)d.h2);
-    pack(t->g1, cr, lb, dh1, d.h1, rows, t->nr, 1, (size_t)d.h1);
-    pack(t->a3, cr, lb, h2, d.h2, rows, t->mr, 1, (size_t)d.h2);
-    pack(t->a2, cr, lb, h1, d.h1, rows, t->mr, 1, (size_t)d.h1);
-    pack(t->a1, cr, lb, c->x + b * d.enc, d.enc, rows, t->mr, 1, (size_t)d.enc);
+    pack(t->ops, t->g3, cr, lb, dout, d.aux, rows, t->nr, 1, (size_t)d.aux);
+    pack(t->ops, t->g2, cr, lb, dh2, d.h2, rows, t->nr, 1, (size_t)d.h2);
+    pack(t->ops, t->g1, cr, lb, dh1, d.h1, rows, t->nr, 1, (size_t)d.h1);
+    pack(t->ops, t->a3, cr, lb, h2, d.h2, rows, t->mr, 1, (size_t)d.h2);
+    pack(t->ops, t->a2, cr, lb, h1, d.h1, rows, t->mr, 1, (size_t)d.h1);
+    pack(t->ops, t->a1, cr, lb, c->x + b * d.enc, d.enc, rows, t->mr, 1, (size_t)d.enc);
 }
 
-/* The columns [c0, c0 + cols) of one weight gradient [K, N] and its bias,
- * as they sit in a partial set or in the caller's gradients. */
+/* Rows [k0, k0 + rows) of one weight gradient [K, N], all N columns, and,
+ * for the first block of a layer, its bias: contiguous floats in a partial
+ * set and in the caller's gradients, so tasks on different threads share at
+ * most the cache line at a block's edge. */
 typedef struct region {
-    int32_t K, N, c0, cols;
+    int32_t N, k0, rows, bias;
 } region_t;
 
 /* dst = src, or dst = dst + src (one addition, left operand first), over a
@@ -445,47 +493,65 @@ typedef struct region {
 static void region_combine(const region_t *r, float *dw, float *db, const float *sw,
                            const float *sb, int add)
 {
-    for (int32_t k = 0; k <= r->K; k++) {
-        float *restrict o = k < r->K ? dw + (size_t)k * r->N + r->c0 : db + r->c0;
-        const float *restrict v = k < r->K ? sw + (size_t)k * r->N + r->c0 : sb + r->c0;
-        if (add)
-            for (int32_t j = 0; j < r->cols; j++)
-                o[j] = o[j] + v[j];
-        else
-            memcpy(o, v, (size_t)r->cols * sizeof *o);
-    }
+    const size_t n = (size_t)r->rows * r->N, at = (size_t)r->k0 * r->N;
+    float *restrict o = dw + at;
+    const float *restrict v = sw + at;
+    if (add)
+        for (size_t j = 0; j < n; j++)
+            o[j] = o[j] + v[j];
+    else
+        memcpy(o, v, n * sizeof *o);
+    if (!r->bias)
+        return;
+    if (add)
+        for (int32_t j = 0; j < r->N; j++)
+            db[j] = db[j] + sb[j];
+    else
+        memcpy(db, sb, (size_t)r->N * sizeof *db);
 }
 
-/* Task i of a chunk's grads phase: column panel i of dW3, dW2, dW1 in turn. */
+/* Rows of a weight gradient per grads task: whole A tiles, about 32. */
+static int32_t grad_block_rows(const cpb_trunk_t *t) { return t->mr * blocks(32, t->mr); }
+
+/* Tasks of a chunk's grads phase: the row blocks of dW1, dW2, dW3. */
+static int32_t grad_tasks(const cpb_trunk_t *t)
+{
+    const int32_t kb = grad_block_rows(t);
+    return blocks(t->d.enc, kb) + blocks(t->d.h1, kb) + blocks(t->d.h2, kb);
+}
+
+/* Task i of a chunk's grads phase: one row block of dW1, dW2 or dW3 (in
+ * that order: the widest first, so that the phase ends on small tasks). */
 static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
 {
     const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
     const scratch_t *s = &t->scratch[thread];
-    const int32_t nr = t->nr, mr = t->mr, n3 = blocks(d.aux, nr), n2 = blocks(d.h2, nr);
+    const int32_t nr = t->nr, mr = t->mr, kb = grad_block_rows(t);
+    const int32_t n1 = blocks(d.enc, kb), n2 = blocks(d.h1, kb);
     const float *a, *g;
     float *gw, *gb;
     size_t ow, ob;
+    int32_t K, blk;
     region_t r;
-    int32_t p;
-    if (i < n3) {
-        a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3;
-        ow = AUXTRUNK_W3_OFFSET(&d), ob = AUXTRUNK_B3_OFFSET(&d);
-        r.K = d.h2, r.N = d.aux, p = i;
-    } else if (i < n3 + n2) {
-        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
-        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
-        r.K = d.h1, r.N = d.h2, p = i - n3;
-    } else {
+    if (i < n1) {
         a = t->a1, g = t->g1, gw = c->g->dw1, gb = c->g->db1;
         ow = AUXTRUNK_W1_OFFSET(&d), ob = AUXTRUNK_B1_OFFSET(&d);
-        r.K = d.enc, r.N = d.h1, p = i - n3 - n2;
+        K = d.enc, r.N = d.h1, blk = i;
+    } else if (i < n1 + n2) {
+        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
+        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
+        K = d.h1, r.N = d.h2, blk = i - n1;
+    } else {
+        a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3;
+        ow = AUXTRUNK_W3_OFFSET(&d), ob = AUXTRUNK_B3_OFFSET(&d);
+        K = d.h2, r.N = d.aux, blk = i - n1 - n2;
     }
-    r.c0 = p * nr;
-    r.cols = min_i32(nr, r.N - r.c0);
+    r.k0 = blk * kb;
+    r.rows = min_i32(kb, K - r.k0);
+    r.bias = blk == 0;
     const size_t cr = (size_t)t->cr;
-    const float *panel = g + (size_t)p * cr * nr;
 
     /* Where this chunk's partial goes: straight to the caller's gradients
      * when the batch is one chunk, else the stack slot of leaf `chunk`. */
@@ -500,30 +566,37 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     }
 
     /* Section 3, chunk partials: pw[k, n] = Σ_b a[b,k]·g[b,n] (fmaf chain),
-     * pb[n] = Σ_b g[b,n] (additions), samples ascending from 0.0f. */
-    for (int32_t k0 = 0; k0 < r.K; k0 += mr) {
-        const float *ak = a + (size_t)(k0 / mr) * cr * mr;
-        const int32_t kr = min_i32(mr, r.K - k0);
-        float *o = dw + (size_t)k0 * r.N + r.c0;
-        if (!add && kr == mr && r.cols == nr) {
-            t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)r.N);
-            continue;
-        }
-        t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
-        for (int32_t k = 0; k < kr; k++)
-            for (int32_t j = 0; j < r.cols; j++) {
-                const float v = s->tile[(size_t)k * nr + j];
-                o[(size_t)k * r.N + j] = add ? o[(size_t)k * r.N + j] + v : v;
+     * pb[n] = Σ_b g[b,n] (additions), samples ascending from 0.0f. A panel
+     * stays in L1 while the block's A tiles pass over it. */
+    for (int32_t p = 0; p * nr < r.N; p++) {
+        const float *panel = g + (size_t)p * cr * nr;
+        const int32_t c0 = p * nr, cols = min_i32(nr, r.N - c0);
+        for (int32_t k0 = r.k0; k0 < r.k0 + r.rows; k0 += mr) {
+            const float *ak = a + (size_t)(k0 / mr) * cr * mr;
+            const int32_t kr = min_i32(mr, K - k0);
+            float *o = dw + (size_t)k0 * r.N + c0;
+            if (!add && kr == mr && cols == nr) {
+                t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)r.N);
+                continue;
             }
-    }
-    float *restrict pb = s->tile;
-    for (int32_t j = 0; j < nr; j++)
-        pb[j] = 0.0f;
-    for (int32_t b = 0; b < c->rows; b++)
+            t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
+            for (int32_t k = 0; k < kr; k++)
+                for (int32_t j = 0; j < cols; j++) {
+                    const float v = s->tile[(size_t)k * nr + j];
+                    o[(size_t)k * r.N + j] = add ? o[(size_t)k * r.N + j] + v : v;
+                }
+        }
+        if (!r.bias)
+            continue;
+        float *restrict pb = s->tile;
         for (int32_t j = 0; j < nr; j++)
-            pb[j] = pb[j] + panel[(size_t)b * nr + j];
-    for (int32_t j = 0; j < r.cols; j++)
-        db[r.c0 + j] = add ? db[r.c0 + j] + pb[j] : pb[j];
+            pb[j] = 0.0f;
+        for (int32_t b = 0; b < c->rows; b++)
+            for (int32_t j = 0; j < nr; j++)
+                pb[j] = pb[j] + panel[(size_t)b * nr + j];
+        for (int32_t j = 0; j < cols; j++)
+            db[c0 + j] = add ? db[c0 + j] + pb[j] : pb[j];
+    }
     if (single)
         return;
 
@@ -547,15 +620,14 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
                   const float *h2, const float *dout, int32_t batch, const atk_grads_t *g,
                   int accumulate)
 {
-    const atk_dims_t d = t->d;
-    bwd_call_t c = {t, p, x, h1, h2, dout, g, accumulate, auxtrunk_canon_chunks(batch), 0, 0, 0};
-    const int32_t nr = t->nr;
-    cpb_pool_run(t->pool, blocks(d.h2, nr) + blocks(d.h1, nr), bwd_pack_task, &c);
-    const int32_t grad_panels = blocks(d.aux, nr) + blocks(d.h2, nr) + blocks(d.h1, nr);
+    if (++t->calls == 0) /* 0 means "never packed" */
+        t->calls = 1;
+    bwd_call_t c = {t, p, x, h1,      h2, dout, g, accumulate, auxtrunk_canon_chunks(batch),
+                    0, 0, 0, t->calls};
     for (c.chunk = 0; c.chunk < c.nc; c.chunk++) {
         c.b0 = c.chunk * C;
         c.rows = min_i32(C, batch - c.b0);
         cpb_pool_run(t->pool, blocks(c.rows, t->mr), bwd_rows_task, &c);
-        cpb_pool_run(t->pool, grad_panels, bwd_grads_task, &c);
+        cpb_pool_run(t->pool, grad_tasks(t), bwd_grads_task, &c);
     }
 }

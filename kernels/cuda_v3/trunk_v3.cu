@@ -22,8 +22,10 @@
  *
  * No atomics: blocks of a cluster talk through st.async into each other's
  * shared memory, completing on the receiver's mbarrier; blocks of the grid
- * through per-block flags in the workspace (st.release.gpu by the writer
- * after a block barrier and a fence, ld.acquire.gpu polls by the reader),
+ * through per-block flags in the workspace (st.release.gpu by the writer's
+ * thread 0 after a block barrier, ld.acquire.gpu polls by the reader, then
+ * a block barrier: the release/acquire pair and the barriers order every
+ * thread's accesses, so no further fence is needed),
  * each on its own 128-byte line, zeroed by a memset before each backward
  * launch. The backward is a cooperative launch, so every block is resident
  * while others poll.
@@ -35,6 +37,7 @@
 #include "auxtrunk_canon.h"
 #include "trunk_v2.h"
 #include "trunk_v3_sync.cuh"
+#include "trunk_v3_trace.h"
 
 namespace {
 
@@ -61,13 +64,14 @@ static_assert(V3_MAX_BATCH <= MAX_CLUSTERS * 16 * 4, "TM = 4 covers the largest 
 
 /* ------------------------------------------------------------ plumbing -- */
 
-/* An mbarrier expecting one arrival (the owner's expect_tx) and `bytes` of
- * st.async data in its first phase; mbar_wait0 waits for that phase. */
-__device__ __forceinline__ void mbar_init_expect(unsigned bar, unsigned bytes)
-{
-    mbar_init(bar, 1);
-    mbar_expect_tx(bar, bytes);
-}
+/* The exchange mbarriers expect one arrival, the owner's expect_tx of the
+ * st.async bytes of their first phase; mbar_wait0 waits for that phase.
+ * Thread 0 initialises them in the prologue and arrives only after the
+ * block's next __syncthreads: ptxas may issue the initialisation as a
+ * warp-uniform instruction (executed by the whole warp, as racecheck sees
+ * it), so the barrier, not program order within thread 0, is what orders
+ * it before the arrival. Peers' bytes may land before the arrival: the
+ * phase cannot complete while the arrival is pending. */
 __device__ __forceinline__ void mbar_wait0(unsigned bar) { mbar_wait(bar, 0); }
 
 __device__ __forceinline__ void copy16(float *dst, const float *src, bool valid)
@@ -84,14 +88,13 @@ __device__ __forceinline__ void wait_copies()
 }
 
 /* Publishes "this block's writes so far are done": every thread's stores
- * are ordered before thread 0's release by the block barrier and the fence. */
+ * precede thread 0's release through the block barrier (a release is
+ * cumulative over what its thread has synchronised with). */
 __device__ __forceinline__ void publish(unsigned *flag)
 {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
+    if (threadIdx.x == 0)
         st_release(flag, 1u);
-    }
 }
 
 __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block)
@@ -100,16 +103,58 @@ __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block
 }
 
 /* Waits until the flags of blocks [first, first + n) in `set` are all set;
- * every thread may then read what those blocks published (reads of it go
- * through L2: cp.async.cg, ld.cg). Polls back off, so that waiting blocks
- * leave L2 to the producers. */
+ * every thread may then read what those blocks published: each poller's
+ * acquire reaches the other threads through the block barrier (reads of
+ * it go through L2: cp.async.cg, ld.cg). Polls back off, so that waiting
+ * blocks leave L2 to the producers. */
 __device__ __forceinline__ void await(unsigned *flags, int set, int first, int n)
 {
     for (int j = threadIdx.x; j < n; j += NT)
         while (ld_acquire(flag_of(flags, set, first + j)) == 0u)
             __nanosleep(64);
-    __threadfence();
     __syncthreads();
+}
+
+/* -------------------------------------------------------------- trace -- */
+
+/* Set to 1 only by the trace program's build of this file (trunk_v3_trace.h);
+ * at 0 the stamps below compile to nothing. */
+#ifndef AUXTRUNK_V3_TRACE
+#define AUXTRUNK_V3_TRACE 0
+#endif
+#if AUXTRUNK_V3_TRACE
+__device__ v3_trace_t g_trace;
+#endif
+
+/* Thread 0 stamps the end of a phase of this block: slot of the forward's
+ * (fwd) or the backward's row of the trace. */
+__device__ __forceinline__ void stamp(bool fwd, int slot)
+{
+#if AUXTRUNK_V3_TRACE
+    if (threadIdx.x == 0) {
+        unsigned long long ns;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+        const v3_stamp_t s = {ns, (unsigned long long)clock64()};
+        (fwd ? g_trace.fwd[blockIdx.x] : g_trace.bwd[blockIdx.x])[slot] = s;
+    }
+#else
+    (void)fwd, (void)slot;
+#endif
+}
+
+/* Stamp `step` (0 begin, 1 flags awaited, 2 done) of the block's k-th
+ * gradient item, whose kind is tag (trunk_v3_trace.h). */
+__device__ __forceinline__ void stamp_item(int k, int step, int tag)
+{
+#if AUXTRUNK_V3_TRACE
+    if (k < V3_TRACE_ITEMS) {
+        stamp(false, V3B_ITEM0 + 3 * k + step);
+        if (threadIdx.x == 0)
+            g_trace.item[blockIdx.x][k] = tag;
+    }
+#else
+    (void)k, (void)step, (void)tag;
+#endif
 }
 
 /* ------------------------------------------------------------ staging -- */
@@ -220,20 +265,27 @@ struct FragRows {
 /* acc[i][c] = chain over k < K (ascending) of a[row i][k] · w(k, c), with
  * the next four steps' operands loaded while the current four issue. a0:
  * this thread's first row (rows 16 apart), w0: its first column of the
- * slice (layout by the fragment kind). K is a multiple of 4. */
+ * slice (layout by the fragment kind). K is a multiple of 4.
+ * Two fragments take turns (f0: steps 8j.., f1: 8j + 4..), so that no copy
+ * of one into the other waits on the loads just issued, as `cur = nxt`
+ * did in SASS (docs/perf-notes-v3.md). */
 template <class Frag, int TM, int TC>
 __device__ __forceinline__ void chain(float (&acc)[TM][TC], const float *a0, int lda,
                                       const float *w0, int ldw, int K)
 {
-    Frag cur, nxt;
-    cur.load(a0, lda, w0, ldw, 0);
-#pragma unroll 2
-    for (int k0 = 0; k0 < K; k0 += 4) {
-        if (k0 + 4 < K)
-            nxt.load(a0, lda, w0, ldw, k0 + 4);
-        cur.run(acc);
-        cur = nxt;
+    Frag f0, f1;
+    f0.load(a0, lda, w0, ldw, 0);
+    int k0 = 0;
+    for (; k0 + 8 <= K; k0 += 8) {
+        f1.load(a0, lda, w0, ldw, k0 + 4);
+        f0.run(acc);
+        /* unconditional, so that no merge of old and new values is needed;
+         * past the end it reloads steps K - 4.., unused */
+        f0.load(a0, lda, w0, ldw, min(k0 + 8, K - 4));
+        f1.run(acc);
     }
+    if (k0 < K) /* K = 8j + 4: f0 holds the last four steps */
+        f0.run(acc);
 }
 
 template <int TC>
@@ -322,9 +374,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     const int c12 = (int)rank * SW + 4 * cg, c3 = (int)rank * W3 + TC3 * cg;
     const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
 
+    stamp(true, V3F_START);
     if (threadIdx.x == 0) {
-        mbar_init_expect(bar1, (unsigned)(R * f.n1 * 4));
-        mbar_init_expect(bar2, (unsigned)(R * f.n2 * 4));
+        mbar_init(bar1, 1);
+        mbar_init(bar2, 1);
     }
     stage_rows(xs, ldx, f.x, f.enc, row0, R, f.batch);
     stage_cols<SW>(w1s, f.w1, f.enc, f.n1, (int)rank * SW);
@@ -355,6 +408,11 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     /* Layer 1. */
     wait_copies<1>(); /* x and W1 */
     __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(bar1, (unsigned)(R * f.n1 * 4));
+        mbar_expect_tx(bar2, (unsigned)(R * f.n2 * 4));
+    }
+    stamp(true, V3F_STAGED);
     if (in1) {
         chain<FragCols<TM, 4>>(a1, xs + rg * ldx, ldx, w1s + 4 * cg, SW, f.enc);
 #pragma unroll
@@ -363,11 +421,14 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
             for (int c = 0; c < 4; c++)
                 a1[i][c] = auxtrunk_canon_elu(a1[i][c]);
     }
+    stamp(true, V3F_L1);
     cluster_wait(); /* every block's mbarriers are initialised */
+    stamp(true, V3F_CLUSTER);
     if (in1) {
         push_rows<TM>(h1s, ld1, rg, c12, a1, bar1);
         store_rows<TM, 4>(f.h1, f.n1, row0, rg, c12, f.batch, a1);
     }
+    stamp(true, V3F_PUSH1);
     __syncthreads(); /* W1 is read: its space takes W3 */
     stage_cols<W3>(w3s, f.w3, f.n2, f.aux, (int)rank * W3);
     commit();
@@ -375,7 +436,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     /* Layer 2. */
     wait_copies<1>();
     __syncthreads();
+    stamp(true, V3F_W2);
     mbar_wait0(bar1);
+    stamp(true, V3F_X1);
     if (in2) {
         chain<FragCols<TM, 4>>(a2, h1s + rg * ld1, ld1, w2s + 4 * cg, SW, f.n1);
 #pragma unroll
@@ -383,19 +446,24 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 a2[i][c] = auxtrunk_canon_elu(a2[i][c]);
+        stamp(true, V3F_L2);
         push_rows<TM>(h2s, ld2, rg, c12, a2, bar2);
         store_rows<TM, 4>(f.h2, f.n2, row0, rg, c12, f.batch, a2);
     }
+    stamp(true, V3F_PUSH2);
 
     /* Layer 3 (linear). Every push into this block has landed once bar2
      * completes, so the block may exit after it. */
     wait_copies<0>();
     __syncthreads();
+    stamp(true, V3F_W3);
     mbar_wait0(bar2);
+    stamp(true, V3F_X2);
     if (in3) {
         chain<FragCols<TM, TC3>>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
         store_rows<TM, TC3>(f.out, f.aux, row0, rg, c3, f.batch, a3);
     }
+    stamp(true, V3F_L3);
 }
 
 /* ----------------------------------------------------------- backward -- */
@@ -410,11 +478,11 @@ struct Bwd {
 };
 
 /* Shared memory of the backward, in floats: the row-local stage (dout rows,
- * dh2 rows, this block's rows of W3 and W2), then, reused, the gradient
- * tiles' slabs. */
+ * dh2 rows, this block's rows of W3 and W2, its own dh2 slice), then,
+ * reused, the gradient tiles' slabs. */
 __host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
 {
-    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4),
+    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4) + 16 * tm * (SW + 4),
                         STAGES * SLAB * 2 * 32);
 }
 
@@ -580,12 +648,10 @@ __device__ void bias_tile(const Bwd &f, const GradOf &G, int pairs, int pair, in
 }
 
 /* Stores this thread's TM x 4 outputs (columns c0 + cg + 8 j of rows
- * rg + 16 i, the FragRows layout) to g [*, n] and, with push, into the
- * buffer s [R][ld] of every block of the cluster (counted on bar). */
+ * rg + 16 i, the FragRows layout) to g [*, n]. */
 template <int TM>
-__device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int c0, int cg,
-                                         int batch, const float (&v)[TM][4], float *s, int ld,
-                                         unsigned bar)
+__device__ __forceinline__ void store_cols(float *g, int n, int row0, int rg, int c0, int cg,
+                                           int batch, const float (&v)[TM][4])
 {
 #pragma unroll
     for (int j = 0; j < 4; j++) {
@@ -595,13 +661,36 @@ __device__ __forceinline__ void put_rows(float *g, int n, int row0, int rg, int 
 #pragma unroll
         for (int i = 0; i < TM; i++) {
             const int row = row0 + rg + 16 * i;
-            if (s)
-#pragma unroll
-                for (unsigned b = 0; b < CL; b++)
-                    push4(peer(smem_u32(s + (rg + 16 * i) * ld + c), b), v[i][j], peer(bar, b));
             if (row < batch)
                 g[(size_t)row * n + c] = v[i][j];
         }
+    }
+}
+
+/* Pushes the block's slice, columns [c0, c0 + SW) of n, of the R x n buffer
+ * s [R][ld] into the same place of every block of the cluster (counted on
+ * bar), from the FragRows outputs v of each thread. A thread's columns are
+ * 8 apart, so they are first gathered in the block's own [R][SW + 4]
+ * scratch and then pushed 16 bytes a piece, consecutive threads taking
+ * consecutive pieces: 4-byte pushes of scattered words cost more
+ * (docs/perf-notes-v3.md). Contains a block barrier. */
+template <int TM>
+__device__ __forceinline__ void push_slice(float *s, int ld, int n, int c0, int rg, int cg,
+                                           const float (&v)[TM][4], float *scratch, unsigned bar)
+{
+    constexpr int R = 16 * TM, LS = SW + 4;
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            scratch[(rg + 16 * i) * LS + cg + 8 * j] = v[i][j];
+    __syncthreads();
+    const int w4 = max(0, min(SW, n - c0)) / 4, per = R * w4; /* pieces per receiver */
+    for (int p = threadIdx.x; p < per * CL; p += NT) {
+        const int b = p / per, q = p - b * per, r = q / w4, c4 = q - r * w4;
+        push16(peer(smem_u32(s + r * ld + c0 + 4 * c4), (unsigned)b),
+               *reinterpret_cast<const float4 *>(scratch + r * LS + 4 * c4),
+               peer(bar, (unsigned)b));
     }
 }
 
@@ -630,18 +719,20 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     float *d2s = ds + R * ldd;   /* [R][ld2]: dh2_pre rows, filled by every block */
     float *w3s = d2s + R * ld2;  /* [SW][ldd]: rows of W3 (H2 index) of this block */
     float *w2s = w3s + SW * ldd; /* [SW][ld2]: rows of W2 (H1 index) of this block */
+    float *own = w2s + SW * ld2; /* [R][SW + 4]: this block's dh2_pre slice, to push */
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
     const int rg = threadIdx.x % 16, cg = threadIdx.x / 16; /* a warp: 16 rows x 2 groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bar);
+    stamp(false, V3B_START);
 
     /* --- dh2_pre, dh1_pre for the cluster's rows (clusters past the batch
      * only take gradient tiles) ------------------------------------------ */
     if (row0 < f.batch) {
         if (threadIdx.x == 0)
-            mbar_init_expect(b2, (unsigned)(R * f.n2 * 4));
+            mbar_init(b2, 1);
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
         stage_rows(w3s, ldd, f.w3, f.aux, c0, SW, f.n2);
         commit();
@@ -654,19 +745,28 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         load_y<TM>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
         wait_copies<1>();
         __syncthreads();
+        if (threadIdx.x == 0)
+            mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
+        stamp(false, V3B_STAGED);
         chain<FragRows<TM, 4>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y2[i][j]);
+        stamp(false, V3B_DH2);
         cluster_wait(); /* every block's mbarrier is initialised */
-        put_rows<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a, d2s, ld2, b2);
+        stamp(false, V3B_CLUSTER);
+        store_cols<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
+        push_slice<TM>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2);
+        stamp(false, V3B_PUT2);
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
+        stamp(false, V3B_PUB2);
 
         wait_copies<0>();
         __syncthreads();
         mbar_wait0(b2); /* every push into this block has landed */
+        stamp(false, V3B_X);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -678,16 +778,19 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y1[i][j]);
-        put_rows<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a, nullptr, 0, 0u);
+        stamp(false, V3B_DH1);
+        store_cols<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a);
+        stamp(false, V3B_PUT1);
     } else {
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
     }
     publish(flag_of(f.flags, DH1_DONE, blockIdx.x)); /* also: shared memory is free again */
+    stamp(false, V3B_PUB1);
 
     /* --- weight and bias gradients -------------------------------------- */
     const int pairs = (f.batch + PAIR - 1) / PAIR;
-    int waited = -1; /* (gradient, pair) whose producers this block has awaited */
-    int item = 0;
+    int waited = -1;        /* (gradient, pair) whose producers this block has awaited */
+    int item = 0, mine = 0; /* mine: items this block has taken */
     for (int which = 0; which < 3; which++) {
         const GradOf G = grad_of(f, which);
         const int kt = (G.K + 31) / 32, nt = (G.N + 31) / 32, bt = (G.N + NT - 1) / NT;
@@ -696,24 +799,32 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
             if (item % (int)gridDim.x != (int)blockIdx.x)
                 continue;
             const int pair = i / per_pair, j = i % per_pair;
+            const int tag = 1 + 6 * pair + 2 * which + (j >= kt * nt);
+            stamp_item(mine, 0, tag);
             if (G.ready >= 0 && waited != which * 2 + pair) {
                 /* The blocks of every cluster holding rows of this pair. */
                 const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
                 await(f.flags, G.ready, first * CL, (last - first + 1) * CL);
                 waited = which * 2 + pair;
             }
+            stamp_item(mine, 1, tag);
             if (j < kt * nt)
                 weight_tile(f, G, pairs, pair, 32 * (j / nt), 32 * (j % nt), smem);
             else
                 bias_tile(f, G, pairs, pair, NT * (j - kt * nt));
+            stamp_item(mine++, 2, tag);
         }
     }
-    if (pairs == 1)
+    if (pairs == 1) {
+        stamp(false, V3B_END);
         return;
+    }
 
     /* --- the last tree level: node 0 + node 1 ----------------------------- */
     publish(flag_of(f.flags, NODES_DONE, blockIdx.x));
+    stamp(false, V3B_NODES_PUB);
     await(f.flags, NODES_DONE, 0, (int)gridDim.x);
+    stamp(false, V3B_NODES_WAIT);
     const int P = f.off[6];
     for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P;
          q += 4 * NT * (int)gridDim.x) {
@@ -730,6 +841,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         }
         *p = v;
     }
+    stamp(false, V3B_END);
 }
 
 /* Checks that a cooperative launch of a cluster kernel is accepted here. */
@@ -848,6 +960,20 @@ cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
 } /* namespace */
 
 /* ---------------------------------------------------------- public API -- */
+
+#if AUXTRUNK_V3_TRACE
+extern "C" cudaError_t v3_trace_clear(void)
+{
+    void *p;
+    cudaError_t e = cudaGetSymbolAddress(&p, g_trace);
+    return e != cudaSuccess ? e : cudaMemset(p, 0, sizeof(v3_trace_t));
+}
+
+extern "C" cudaError_t v3_trace_get(v3_trace_t *t)
+{
+    return cudaMemcpyFromSymbol(t, g_trace, sizeof *t);
+}
+#endif
 
 extern "C" int v3_supported(atk_dims_t d)
 {

@@ -86,21 +86,14 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
                  : "memory");
 }
 
-/* 16 or 4 bytes into a peer's shared memory (dst from peer()), counted on
- * the peer's mbarrier (bar from peer()). */
+/* 16 bytes into a peer's shared memory (dst from peer()), counted on the
+ * peer's mbarrier (bar from peer()). */
 __device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)
 {
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], "
                  "{%1, %2, %3, %4}, [%5];" ::"r"(dst),
                  "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
                  : "memory");
-}
-__device__ __forceinline__ void push4(unsigned dst, float v, unsigned bar)
-{
-    asm volatile(
-        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(dst),
-        "f"(v), "r"(bar)
-        : "memory");
 }
 
 /* A flag in global memory: release store by the writer, acquire load by

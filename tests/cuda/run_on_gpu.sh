@@ -106,8 +106,8 @@ ctest_only=()
 step ctest "$out/ctest.log" 420 \
     ctest --test-dir "$build" -j 4 --output-on-failure --timeout 400 "${ctest_only[@]}"
 # ctest counts a skip as a pass; here the GPU cases must really have run
-# (host_dist_gpu2 needs 2 GPUs and is not required here).
-gpu_cases="cuda_v1_gpu cuda_v2_gpu cuda_v3_gpu host_step_gpu host_step_kernels host_dist_gpu1"
+# (host_dist_gpu2 and host_dist_gpu2_swap need 2 GPUs and are not required here).
+gpu_cases="cuda_v1_gpu cuda_v2_gpu cuda_v3_gpu host_step_gpu host_step_kernels host_dist_gpu1 host_dist_gpu1_swap"
 [ -n "${AUXTRUNK_GPU_CTEST_REGEX:-}" ] &&
     gpu_cases=$(printf '%s\n' $gpu_cases | grep -E "$AUXTRUNK_GPU_CTEST_REGEX")
 for v in $gpu_cases; do

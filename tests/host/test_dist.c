@@ -5,11 +5,19 @@
  * Cases (CK_RUN_CASE selects one):
  *   cli   (CPU, in CI): the refusals — no NCCL in the build, a batch that is
  *         not a multiple of --gpus, a host plugin, incomplete worker
- *         variables, --gpus with hot swap;
+ *         variables; hot swap accepted with --gpus; --plugin-sha256 honoured
+ *         by a worker of rank 1;
  *   gpu1  (1 CUDA device): the device combine against combine.h, bit for bit;
  *         --gpus 1 through NCCL, byte-identical (loss CSV and
  *         checkpoint) to the plain device run, in graph and eager mode, and
  *         a resume across the two;
+ *   gpu1_swap (1 CUDA device): --gpus 1 hot-swapping cuda-v2 -> cuda-v1 ->
+ *         cuda-v2, byte-identical to the unswapped plain run; the watcher on;
+ *         a host plugin refused by rank 0 with the run unchanged;
+ *   gpu2_swap (2 CUDA devices): the same swaps on 2 GPUs against 1 GPU;
+ *         --plugin-sha256 refusing a version on rank 0; two workers started
+ *         by hand whose rank 1 cannot take rank 0's swap (its allow-list):
+ *         both end with its reason, the last checkpoint intact;
  *   gpu2  (2 CUDA devices): 2 GPUs vs 1 GPU byte-identical for cuda-v2 where
  *         combine.h's condition holds, a resume from 2 GPUs onto 1, a batch
  *         that breaks it (two 2-GPU runs identical; equality with 1 GPU
@@ -35,11 +43,13 @@
 #include "combine.h"
 #include "dist.h"
 #include "scratch.h"
+#include "sha256.h"
 #if defined(AUXTRUNK_HOST_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
 
 #ifndef CUDA_V2_DIR
+#define CUDA_V1_DIR ""
 #define CUDA_V2_DIR ""
 #endif
 #define SKIP_EXIT 77
@@ -116,10 +126,11 @@ START_TEST(test_refusals)
     ck_assert_int_eq(
         run_train("odd", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2", "--batch", "513", NULL), 2);
     ck_assert_contains(g_err, "--batch 513 is not a multiple of --gpus 2");
+    /* Hot swap is accepted with --gpus: the host plugin is what is refused. */
     ck_assert_int_eq(run_train("swap", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2",
-                               "--watch-plugin-dir", NULL),
+                               "--watch-plugin-dir", "--steps", "3", NULL),
                      2);
-    ck_assert_contains(g_err, "not supported with --gpus");
+    ck_assert_contains(g_err, "--gpus needs a CUDA plugin");
     /* A host plugin: each worker refuses before it joins NCCL; the launcher
      * reports the first failure. */
     ck_assert_int_eq(
@@ -138,6 +149,16 @@ START_TEST(test_refusals)
     setenv(ATH_DIST_ENV_RANK, "4", 1);
     ck_assert_int_eq(run_train("rank", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "4", NULL), 2);
     ck_assert_contains(g_err, "AUXTRUNK_RANK=4 is not a rank of 4");
+    /* --plugin-sha256 is honoured on a rank other than 0: the worker refuses
+     * a plugin the list lacks before it joins the communicator. */
+    const char list[] = "0000000000000000000000000000000000000000000000000000000000000000  other\n";
+    tst_spit(tst_path_in("allow"), list, sizeof list - 1, 0644);
+    setenv(ATH_DIST_ENV_RANK, "1", 1);
+    setenv(ATH_DIST_ENV_WORLD, "2", 1);
+    ck_assert_int_eq(run_train("sha", "--plugin-dir", CPU_PLUGIN_DIR, "--gpus", "2",
+                               "--plugin-sha256", tst_path_in("allow"), NULL),
+                     3);
+    ck_assert_contains(g_err, "not on the allow-list");
     unsetenv(ATH_DIST_ENV_RANK);
     unsetenv(ATH_DIST_ENV_WORLD);
     unsetenv(ATH_DIST_ENV_ID_FILE);
@@ -161,18 +182,44 @@ END_TEST
         }                                                                          \
     } while (0)
 
-/* Production topology; the global batch B, checkpoints every 50 steps. */
-static void dp_run(const char *tag, const char *batch, const char *steps, const char *gpus,
-                   const char *extra1, const char *extra2)
+/* Production topology; the global batch B, checkpoints every 50 steps; then
+ * the NULL-terminated extra arguments. */
+static void dp_run(const char *tag, const char *batch, const char *steps, const char *gpus, ...)
 {
     char csv[64], ck[64];
     snprintf(csv, sizeof csv, "%s.csv", tag);
     snprintf(ck, sizeof ck, "%s.ck", tag);
-    int rc = run_train(tag, "--plugin-dir", CUDA_V2_DIR, "--batch", batch, "--steps", steps,
-                       "--checkpoint-every", "50", "--csv", tst_path_in(csv), "--checkpoint",
-                       tst_path_in(ck), "--log-every", "100", gpus ? "--gpus" : "--quiet",
-                       gpus ? gpus : "--quiet", extra1 ? extra1 : "--quiet",
-                       extra2 ? extra2 : "--quiet", NULL);
+    char *argv[64];
+    int n = 0;
+    const char *fixed[] = {AUXTRUNK_HOST_EXE,
+                           "train",
+                           "--plugin-dir",
+                           CUDA_V2_DIR,
+                           "--batch",
+                           batch,
+                           "--steps",
+                           steps,
+                           "--checkpoint-every",
+                           "50",
+                           "--csv",
+                           tst_path_in(csv),
+                           "--checkpoint",
+                           tst_path_in(ck),
+                           "--log-every",
+                           "100",
+                           gpus ? "--gpus" : "--quiet",
+                           gpus ? gpus : "--quiet"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        argv[n++] = (char *)fixed[i];
+    va_list ap;
+    va_start(ap, gpus);
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+        ck_assert(n < 63);
+        argv[n++] = (char *)a;
+    }
+    va_end(ap);
+    argv[n] = NULL;
+    int rc = tst_wait(tst_spawn(AUXTRUNK_HOST_EXE, argv, tag), 600.0, tag, &g_out, &g_err);
     ck_assert_msg(rc == 0, "%s: exit %d\n%s\n%s", tag, rc, g_out, g_err);
     if (gpus)
         ck_assert_contains(g_out, "data parallel:");
@@ -241,18 +288,18 @@ START_TEST(test_one_rank_equals_plain)
 {
     NEED_DEVICES(1);
     tst_scratch(AUXTRUNK_TEST_TMP);
-    dp_run("plain", "512", "200", NULL, NULL, NULL);
-    dp_run("nccl1", "512", "200", "1", NULL, NULL);
+    dp_run("plain", "512", "200", NULL, NULL);
+    dp_run("nccl1", "512", "200", "1", NULL);
     ck_assert_contains(g_out, "bit-identical to one GPU on the full batch");
     dp_run("nccl1-eager", "512", "200", "1", "--no-graph", NULL);
     assert_same_run("plain", "nccl1");
     assert_same_run("plain", "nccl1-eager");
     /* A plain checkpoint resumed through NCCL, and the reverse. */
-    dp_run("a", "512", "100", NULL, NULL, NULL);
-    dp_run("b", "512", "200", "1", "--resume", tst_path_in("a.ck"));
+    dp_run("a", "512", "100", NULL, NULL);
+    dp_run("b", "512", "200", "1", "--resume", tst_path_in("a.ck"), NULL);
     assert_same_file(tst_path_in("plain.ck"), tst_path_in("b.ck"));
-    dp_run("c", "512", "100", "1", NULL, NULL);
-    dp_run("d", "512", "200", NULL, "--resume", tst_path_in("c.ck"));
+    dp_run("c", "512", "100", "1", NULL);
+    dp_run("d", "512", "200", NULL, "--resume", tst_path_in("c.ck"), NULL);
     assert_same_file(tst_path_in("plain.ck"), tst_path_in("d.ck"));
     tst_scratch_done();
 }
@@ -263,28 +310,148 @@ START_TEST(test_two_ranks_equal_one)
     NEED_DEVICES(2);
     tst_scratch(AUXTRUNK_TEST_TMP);
     /* Shards of 256 and 512 samples: 2 GPUs equal 1. */
-    dp_run("one", "512", "200", NULL, NULL, NULL);
-    dp_run("two", "512", "200", "2", NULL, NULL);
+    dp_run("one", "512", "200", NULL, NULL);
+    dp_run("two", "512", "200", "2", NULL);
     ck_assert_contains(g_out, "bit-identical to one GPU on the full batch");
     assert_same_run("one", "two");
     dp_run("two-eager", "512", "200", "2", "--no-graph", NULL);
     assert_same_run("one", "two-eager");
-    dp_run("one-1k", "1024", "200", NULL, NULL, NULL);
-    dp_run("two-1k", "1024", "200", "2", NULL, NULL);
+    dp_run("one-1k", "1024", "200", NULL, NULL);
+    dp_run("two-1k", "1024", "200", "2", NULL);
     assert_same_run("one-1k", "two-1k");
     /* From 2 GPUs onto 1. */
-    dp_run("half", "512", "100", "2", NULL, NULL);
-    dp_run("rest", "512", "200", NULL, "--resume", tst_path_in("half.ck"));
+    dp_run("half", "512", "100", "2", NULL);
+    dp_run("rest", "512", "200", NULL, "--resume", tst_path_in("half.ck"), NULL);
     assert_same_file(tst_path_in("one.ck"), tst_path_in("rest.ck"));
     /* Shards of 384: deterministic, not promised equal to 1 GPU. */
-    dp_run("one-768", "768", "200", NULL, NULL, NULL);
-    dp_run("two-768", "768", "200", "2", NULL, NULL);
+    dp_run("one-768", "768", "200", NULL, NULL);
+    dp_run("two-768", "768", "200", "2", NULL);
     ck_assert_contains(g_out, "NOT bit-identical to one GPU");
-    dp_run("two-768b", "768", "200", "2", NULL, NULL);
+    dp_run("two-768b", "768", "200", "2", NULL);
     assert_same_run("two-768", "two-768b");
     printf("gpu2: batch 768 on 2 GPUs: checkpoint %s the 1-GPU one (not promised)\n",
            tst_same_file(tst_path_in("one-768.ck"), tst_path_in("two-768.ck")) ? "EQUAL to"
                                                                                : "differs from");
+    tst_scratch_done();
+}
+END_TEST
+
+/* A hot swap cuda-v2 -> cuda-v1 -> cuda-v2 with --gpus gpus, both exact:
+ * the loss CSV and the checkpoint equal the unswapped one-GPU run ref's. */
+static void assert_swaps_leave_no_trace(const char *ref, const char *tag, const char *gpus,
+                                        const char *world)
+{
+    char a1[4400], a2[4400], line[128];
+    snprintf(a1, sizeof a1, "40:%s", CUDA_V1_DIR);
+    snprintf(a2, sizeof a2, "100:%s", CUDA_V2_DIR);
+    dp_run(tag, "512", "200", gpus, "--swap-at", a1, "--swap-at", a2, "--rollback-steps", "5",
+           NULL);
+    snprintf(line, sizeof line, "swap: after step 40: every rank (%s) runs cuda-v1", world);
+    ck_assert_contains(g_out, line);
+    snprintf(line, sizeof line, "swap: after step 100: every rank (%s) runs cuda-v2", world);
+    ck_assert_contains(g_out, line);
+    ck_assert_contains(g_out, "summary: hot-swap: 2 taken, 0 refused, 0 unchanged, 0 rolled back");
+    ck_assert_contains(g_out, "summary: plugin cuda-v2");
+    assert_same_run(ref, tag);
+}
+
+START_TEST(test_one_rank_swap_equals_plain)
+{
+    NEED_DEVICES(1);
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    dp_run("plain", "512", "200", NULL, NULL);
+    assert_swaps_leave_no_trace("plain", "swap1", "1", "1");
+    /* Eager steps, and the watcher on (nothing changes; its boundaries still
+     * run every rank's decision exchange). */
+    dp_run("watch1", "512", "200", "1", "--no-graph", "--watch-plugin-dir", NULL);
+    ck_assert_contains(g_out, "summary: hot-swap: 0 taken, 0 refused");
+    assert_same_run("plain", "watch1");
+    /* A host plugin is refused by rank 0 and the run goes on unchanged. */
+    char at[4400];
+    snprintf(at, sizeof at, "40:%s", CPU_PLUGIN_DIR);
+    dp_run("host1", "512", "200", "1", "--swap-at", at, NULL);
+    ck_assert_contains(g_out, "not-cuda");
+    ck_assert_contains(g_out, "summary: hot-swap: 0 taken, 1 refused");
+    assert_same_run("plain", "host1");
+    tst_scratch_done();
+}
+END_TEST
+
+START_TEST(test_two_rank_swap_equals_one)
+{
+    NEED_DEVICES(2);
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    dp_run("one", "512", "200", NULL, NULL);
+    assert_swaps_leave_no_trace("one", "swap2", "2", "2");
+    /* --plugin-sha256 on every rank: a list of cuda-v2 alone, so rank 0
+     * refuses cuda-v1 (digest) and the run equals the unswapped one. */
+    char v2[4400], hex[ATH_SHA256_HEX], list[200], at[4400];
+    snprintf(v2, sizeof v2, "%s/libauxtrunk.so", CUDA_V2_DIR);
+    ck_assert(ath_sha256_file(v2, hex) == 0);
+    snprintf(list, sizeof list, "%s  cuda-v2\n", hex);
+    tst_spit(tst_path_in("allow"), list, strlen(list), 0644);
+    snprintf(at, sizeof at, "40:%s", CUDA_V1_DIR);
+    dp_run("pinned2", "512", "200", "2", "--plugin-sha256", tst_path_in("allow"), "--swap-at", at,
+           NULL);
+    ck_assert_contains(g_out, "digest");
+    ck_assert_contains(g_out, "summary: hot-swap: 0 taken, 1 refused");
+    assert_same_run("one", "pinned2");
+    tst_scratch_done();
+}
+END_TEST
+
+/* Two workers started as an external launcher would, each with its own
+ * allow-list: rank 1's lacks cuda-v1, so rank 1 cannot take the swap rank 0
+ * takes at step 60. Both must end with rank 1's reason, exit code 3, and the
+ * checkpoint of step 50 intact. */
+START_TEST(test_rank_that_cannot_take_ends_run)
+{
+    NEED_DEVICES(2);
+    tst_scratch(AUXTRUNK_TEST_TMP);
+    char v1[4400], v2[4400], hex1[ATH_SHA256_HEX], hex2[ATH_SHA256_HEX], list[300], at[4400];
+    snprintf(v1, sizeof v1, "%s/libauxtrunk.so", CUDA_V1_DIR);
+    snprintf(v2, sizeof v2, "%s/libauxtrunk.so", CUDA_V2_DIR);
+    ck_assert(ath_sha256_file(v1, hex1) == 0 && ath_sha256_file(v2, hex2) == 0);
+    snprintf(list, sizeof list, "%s  cuda-v2\n%s  cuda-v1\n", hex2, hex1);
+    tst_spit(tst_path_in("both"), list, strlen(list), 0644);
+    snprintf(list, sizeof list, "%s  cuda-v2\n", hex2);
+    tst_spit(tst_path_in("v2only"), list, strlen(list), 0644);
+    snprintf(at, sizeof at, "60:%s", CUDA_V1_DIR);
+    const char *ck = tst_path_in("refuse.ck");
+    setenv(ATH_DIST_ENV_WORLD, "2", 1);
+    setenv(ATH_DIST_ENV_ID_FILE, tst_path_in("nccl-id"), 1);
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++) {
+        char rank[4];
+        snprintf(rank, sizeof rank, "%d", r);
+        setenv(ATH_DIST_ENV_RANK, rank, 1);
+        setenv(ATH_DIST_ENV_LOCAL_RANK, rank, 1);
+        pid[r] = start_train(r ? "refuse1" : "refuse0", "--plugin-dir", CUDA_V2_DIR, "--batch",
+                             "512", "--steps", "200", "--checkpoint-every", "50", "--checkpoint",
+                             ck, "--quiet", "--gpus", "2", "--swap-at", at, "--plugin-sha256",
+                             tst_path_in(r ? "v2only" : "both"), NULL);
+    }
+    unsetenv(ATH_DIST_ENV_RANK);
+    unsetenv(ATH_DIST_ENV_LOCAL_RANK);
+    unsetenv(ATH_DIST_ENV_WORLD);
+    unsetenv(ATH_DIST_ENV_ID_FILE);
+    char *out[2] = {NULL, NULL}, *err[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        int rc = tst_wait(pid[r], 300.0, r ? "refuse1" : "refuse0", &out[r], &err[r]);
+        fprintf(stderr, "dist: rank %d: exit %d, stderr:\n%s", r, rc, err[r]);
+        ck_assert_msg(rc == 3, "rank %d: exit %d\n%s\n%s", r, rc, out[r], err[r]);
+        ck_assert_contains(err[r], "hot swap: rank 1 of 2: cannot take");
+        ck_assert_contains(err[r], "not on the allow-list");
+        ck_assert_contains(err[r], "ending the run on every rank");
+    }
+    ck_assert_contains(out[0], "took cuda-v1");
+    ath_ckpt_meta_t m;
+    ath_err_t e = {{0}};
+    ck_assert_msg(ath_ckpt_peek(ck, &m, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(m.step, 50);
+    for (int r = 0; r < 2; r++)
+        free(out[r]), free(err[r]);
     tst_scratch_done();
 }
 END_TEST
@@ -365,6 +532,15 @@ int main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_combine_kernel_matches_host);
     tcase_add_test(tc, test_one_rank_equals_plain);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gpu1_swap");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_one_rank_swap_equals_plain);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gpu2_swap");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_two_rank_swap_equals_one);
+    tcase_add_test(tc, test_rank_that_cannot_take_ends_run);
     suite_add_tcase(s, tc);
     tc = tcase_create("gpu2");
     tcase_set_timeout(tc, 900);

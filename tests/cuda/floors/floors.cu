@@ -32,18 +32,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "../cuda_ck.h"
 #include "trunk_v3_sync.cuh"
 
 using namespace v3sync;
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static cudaDeviceProp g_prop;
 

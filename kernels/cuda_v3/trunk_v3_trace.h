@@ -1,0 +1,81 @@
+/*
+ * trunk_v3_trace.h — the per-phase trace of cuda-v3's fused kernels, read by
+ * the trace program (tests/cuda/trace_v3). Only that program's own build of
+ * trunk_v3.cu sets AUXTRUNK_V3_TRACE=1; the plugin's build does not, and its
+ * kernels then hold no stamp at all.
+ *
+ * With the trace on, thread 0 of every block writes %globaltimer (ns, one
+ * clock for the whole GPU) and clock64 (its SM's cycles) at the end of each
+ * phase into a device buffer, overwritten by every launch; the gradient loop
+ * of the backward records its first V3_TRACE_ITEMS items per block.
+ */
+#ifndef AUXTRUNK_TRUNK_V3_TRACE_H
+#define AUXTRUNK_TRUNK_V3_TRACE_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define V3_TRACE_BLOCKS 128 /* the largest grid of either kernel */
+#define V3_TRACE_ITEMS 12   /* gradient items recorded per block */
+
+/* Forward slots: the end of each phase. */
+enum v3_fwd_slot {
+    V3F_START,   /* first instruction */
+    V3F_STAGED,  /* x rows and W1 slice landed (cp.async), block barrier */
+    V3F_L1,      /* layer-1 chain and ELU (thread 0's warp) */
+    V3F_CLUSTER, /* cluster barrier: every peer's mbarrier initialised */
+    V3F_PUSH1,   /* h1 slice pushed to the 8 blocks, stored to global */
+    V3F_W2,      /* W3 staging issued, W2 slice landed, block barrier */
+    V3F_X1,      /* h1 exchange complete (mbarrier) */
+    V3F_L2,      /* layer-2 chain and ELU */
+    V3F_PUSH2,   /* h2 slice pushed and stored */
+    V3F_W3,      /* W3 slice landed, block barrier */
+    V3F_X2,      /* h2 exchange complete */
+    V3F_L3,      /* layer-3 chain and the output stored: the block's end */
+    V3F_SLOTS
+};
+
+/* Backward slots. Blocks without rows stamp only START, PUB1 and on. */
+enum v3_bwd_slot {
+    V3B_START,   /* first instruction */
+    V3B_STAGED,  /* dout rows, W3 rows landed, block barrier */
+    V3B_DH2,     /* dh2_pre chain and ELU gradient */
+    V3B_CLUSTER, /* cluster barrier */
+    V3B_PUT2,    /* dh2_pre pushed to the cluster and stored */
+    V3B_PUB2,    /* dh2 flag published (barrier, release) */
+    V3B_X,       /* W2 rows landed, dh2_pre exchange complete */
+    V3B_DH1,     /* dh1_pre chain and ELU gradient */
+    V3B_PUT1,    /* dh1_pre stored */
+    V3B_PUB1,    /* dh1 flag published */
+    V3B_ITEM0,   /* per item k: ITEM0 + 3k begin, + 1 flags awaited, + 2 done */
+    V3B_NODES_PUB = V3B_ITEM0 + 3 * V3_TRACE_ITEMS, /* tree-node flag published */
+    V3B_NODES_WAIT,                                 /* every block's nodes awaited */
+    V3B_END,                                        /* the block's end */
+    V3B_SLOTS
+};
+
+typedef struct v3_stamp {
+    unsigned long long ns, clk; /* 0: not stamped */
+} v3_stamp_t;
+
+typedef struct v3_trace {
+    v3_stamp_t fwd[V3_TRACE_BLOCKS][V3F_SLOTS];
+    v3_stamp_t bwd[V3_TRACE_BLOCKS][V3B_SLOTS];
+    /* Item k of block b: 1 + 6 pair + 2 which + bias (which 0: dW3/db3,
+     * 1: dW2/db2, 2: dW1/db1), 0 if the block ran fewer items. */
+    int item[V3_TRACE_BLOCKS][V3_TRACE_ITEMS];
+} v3_trace_t;
+
+/* Zeroes the device's trace (synchronously). */
+cudaError_t v3_trace_clear(void);
+/* Copies it to *t (synchronously, after the stream's work is done). */
+cudaError_t v3_trace_get(v3_trace_t *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AUXTRUNK_TRUNK_V3_TRACE_H */
