@@ -77,12 +77,19 @@ int v3_wgmma_available(void);
 /* 1 if v3_wgmma_layer takes these shapes: n and k multiples of 4, k <= 256. */
 int v3_wgmma_layer_supported(int m, int n, int k);
 
+/* How a block stages its Wᵀ slice (numbered variants, both built and
+ * tested; docs/perf-notes-v3-fast.md): 1 = 4-byte loads of W, a column per
+ * thread (the variant measured on the H200); 2 = 16-byte loads, a 4 x 4
+ * block per thread transposed in registers (w must be 16-byte aligned). */
+#define V3_WGMMA_STAGING_SCALAR 1
+#define V3_WGMMA_STAGING_BLOCK4 2
+
 /* c [m, n] = act(a [m, k] · w [k, n] + bias [n]), act = ELU if elu, else
- * the identity; a and c 16-byte aligned. One launch on stream;
- * cudaErrorInvalidValue (nothing launched) outside the domain or before a
- * successful v3_wgmma_prepare on this device. */
+ * the identity; a and c 16-byte aligned; staging one of the variants above.
+ * One launch on stream; cudaErrorInvalidValue (nothing launched) outside
+ * the domain or before a successful v3_wgmma_prepare on this device. */
 cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c, int m,
-                           int n, int k, int elu, cudaStream_t stream);
+                           int n, int k, int elu, int staging, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -150,8 +150,76 @@ __device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uin
 }
 #undef V3W_R8
 
+/* Wᵀ staging, variant 1 (V3_WGMMA_STAGING_SCALAR): thread tid takes column
+ * n = tid % 128 of every other group of 4 k (the four loads of a group read
+ * four rows of W, each coalesced across the warp), rounds, and stores one
+ * 16-byte chunk (8 consecutive lanes: 8 rows, 8 distinct chunk columns). */
+__device__ __forceinline__ void stage_wt_scalar(unsigned char *wt, const Layer &L, int n0, int ks_n)
+{
+    const int tid = threadIdx.x, n = tid & (BN - 1);
+    const bool in_n = n0 + n < L.n;
+    const float *col = L.w + n0 + n;
+#pragma unroll 8
+    for (int kc = tid >> 7; kc < ks_n * (BK / 4); kc += NT / BN) {
+        const int k0 = kc * 4;
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            v[e] = in_n && k0 + e < L.k ? to_tf32_rn(__ldg(col + (size_t)(k0 + e) * L.n)) : 0.0f;
+        *reinterpret_cast<float4 *>(wt + (k0 / BK) * SLAB + sw128_off(n, k0 % BK)) =
+            make_float4(v[0], v[1], v[2], v[3]);
+    }
+}
+
+/* Column c of a 4 x 4 block held as four rows (compile-time indices only). */
+__device__ __forceinline__ float4 block_column(const float4 (&r)[4], int c)
+{
+    return c == 0   ? make_float4(r[0].x, r[1].x, r[2].x, r[3].x)
+           : c == 1 ? make_float4(r[0].y, r[1].y, r[2].y, r[3].y)
+           : c == 2 ? make_float4(r[0].z, r[1].z, r[2].z, r[3].z)
+                    : make_float4(r[0].w, r[1].w, r[2].w, r[3].w);
+}
+
+/* Wᵀ staging, variant 2 (V3_WGMMA_STAGING_BLOCK4): lane g of a warp takes
+ * columns 4g … 4g+3 of the slice, warp w the 4-row blocks w, w+8, …: four
+ * 16-byte loads per block (each 512 contiguous bytes across the warp), a
+ * 4 x 4 transpose in registers, four 16-byte stores of 4 consecutive k. Store
+ * s of lane g writes column (s + g/2) mod 4, so that the 8 lanes of a
+ * quarter-warp write rows 4g + c with 8 distinct values of (row mod 8): 8
+ * distinct chunk columns of the swizzle, no bank conflict. w is 16-byte
+ * aligned and n a multiple of 4 (the host checks). */
+__device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &L, int n0, int ks_n)
+{
+    const int tid = threadIdx.x, g = tid & 31, n = 4 * g;
+    const bool in_n = n0 + n < L.n;
+    const float *col = L.w + n0 + n;
+#pragma unroll
+    for (int i = 0; i < KMAX / 4 / (NT / 32); i++) {
+        const int kb = (tid >> 5) + (NT / 32) * i; /* 4-row block */
+        if (kb >= ks_n * (BK / 4))
+            break;
+        float4 r[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int k = 4 * kb + e;
+            r[e] = in_n && k < L.k ? __ldg(reinterpret_cast<const float4 *>(col + (size_t)k * L.n))
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            r[e] = make_float4(to_tf32_rn(r[e].x), to_tf32_rn(r[e].y), to_tf32_rn(r[e].z),
+                               to_tf32_rn(r[e].w));
+        }
+        const int k0 = 4 * kb;
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            const int c = (st + (g >> 1)) & 3;
+            *reinterpret_cast<float4 *>(wt + (k0 / BK) * SLAB + sw128_off(n + c, k0 % BK)) =
+                block_column(r, c);
+        }
+    }
+}
+
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
+template <int STAGING>
 __global__ void __launch_bounds__(NT, 1)
     v3_wgmma_layer_kernel(const __grid_constant__ CUtensorMap a, Layer L)
 {
@@ -186,25 +254,11 @@ __global__ void __launch_bounds__(NT, 1)
             issue(t);
     }
 
-    /* Wᵀ slice: thread tid takes column n = tid % 128 of every other group
-     * of 4 k (the four loads of a group read four rows of W, each
-     * coalesced across the warp), rounds, and stores one 16-byte chunk. */
-    {
-        const int n = tid & (BN - 1);
-        const bool in_n = n0 + n < L.n;
-        const float *col = L.w + n0 + n;
-#pragma unroll 8
-        for (int kc = tid >> 7; kc < ks_n * (BK / 4); kc += NT / BN) {
-            const int k0 = kc * 4;
-            float v[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                v[e] =
-                    in_n && k0 + e < L.k ? to_tf32_rn(__ldg(col + (size_t)(k0 + e) * L.n)) : 0.0f;
-            *reinterpret_cast<float4 *>(gbase + (k0 / BK) * SLAB + sw128_off(n, k0 % BK)) =
-                make_float4(v[0], v[1], v[2], v[3]);
-        }
-    }
+    /* Wᵀ slice */
+    if (STAGING == V3_WGMMA_STAGING_BLOCK4)
+        stage_wt_block4(gbase, L, n0, ks_n);
+    else
+        stage_wt_scalar(gbase, L, n0, ks_n);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
     __syncthreads(); /* Wᵀ staged, mbarriers initialised */
 
@@ -294,9 +348,11 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
     if (dev < 0 || dev >= MAX_DEVICES)
         return cudaSuccess;
     g_ready[dev] = 0;
+    const void *const kernels[2] = {
+        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<V3_WGMMA_STAGING_SCALAR>),
+        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<V3_WGMMA_STAGING_BLOCK4>)};
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(v3_wgmma_layer_kernel)) !=
-        cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernels[0]) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image for this device: an answer, not an error */
         return cudaSuccess;
     }
@@ -307,10 +363,10 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         return e;
     if (smem_max < SMEM_BYTES)
         return cudaSuccess;
-    if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_layer_kernel),
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
-        cudaSuccess)
-        return e;
+    for (int i = 0; i < 2; i++)
+        if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      SMEM_BYTES)) != cudaSuccess)
+            return e;
     if (!g_encode) {
         void *fn = nullptr;
         cudaDriverEntryPointQueryResult q;
@@ -334,11 +390,14 @@ extern "C" int v3_wgmma_layer_supported(int m, int n, int k)
 }
 
 extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c,
-                                      int m, int n, int k, int elu, cudaStream_t stream)
+                                      int m, int n, int k, int elu, int staging,
+                                      cudaStream_t stream)
 {
     const int dev = ready_device();
     if (dev < 0 || !a || !w || !bias || !c || !v3_wgmma_layer_supported(m, n, k) || !aligned16(a) ||
-        !aligned16(c))
+        !aligned16(c) ||
+        (staging != V3_WGMMA_STAGING_SCALAR && staging != V3_WGMMA_STAGING_BLOCK4) ||
+        (staging == V3_WGMMA_STAGING_BLOCK4 && !aligned16(w)))
         return cudaErrorInvalidValue;
     CUtensorMap map;
     const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
@@ -355,6 +414,11 @@ extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const floa
     L.tiles_m = (m + BM - 1) / BM;
     int groups = g_sms[dev] / L.tiles_n;
     groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
-    v3_wgmma_layer_kernel<<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
+    if (staging == V3_WGMMA_STAGING_BLOCK4)
+        v3_wgmma_layer_kernel<V3_WGMMA_STAGING_BLOCK4>
+            <<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
+    else
+        v3_wgmma_layer_kernel<V3_WGMMA_STAGING_SCALAR>
+            <<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
     return cudaGetLastError();
 }

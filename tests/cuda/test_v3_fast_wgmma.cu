@@ -12,6 +12,7 @@
  *     norm-relative error (max |got - ref| / max |ref|) at most LAYER_TOL,
  *     inputs of magnitude 1 and of 1e3 (large inputs: the ELU saturates and
  *     the linear part dominates; the error measure is scale-free);
+ *   - both staging variants of the weights (V3_WGMMA_STAGING_*);
  *   - a second call gives the same bits;
  *   - shapes outside the domain are refused with nothing written.
  * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
@@ -75,7 +76,7 @@ typedef struct layer_case {
 } layer_case_t;
 
 /* One layer on the device against the double reference; returns the error. */
-static double run_layer(const layer_case_t &c, float scale, tst_rng_t *r)
+static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng_t *r)
 {
     const size_t na = (size_t)c.m * c.k, nw = (size_t)c.k * c.n, nc = (size_t)c.m * c.n;
     std::vector<float> a(na), w(nw), b(c.n);
@@ -89,11 +90,11 @@ static double run_layer(const layer_case_t &c, float scale, tst_rng_t *r)
         guard_want[i] = poison[nc + i] = (float)(i + 1);
     float *da = dev_from(a), *dw = dev_from(w), *db = dev_from(b), *dc = dev_from(poison);
 
-    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, 0));
+    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, 0));
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> got(nc + GUARD), again(nc + GUARD);
     CUDA_OK(cudaMemcpy(got.data(), dc, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, 0));
+    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(again.data(), dc, again.size() * sizeof(float), cudaMemcpyDeviceToHost));
 
@@ -158,8 +159,9 @@ START_TEST(layer_matches_double_reference)
     const size_t n_cases = quick && quick[0] == '1' ? 8 : sizeof cases / sizeof cases[0];
     double worst = 0;
     for (size_t i = 0; i < n_cases; i++)
-        for (int big = 0; big < 2; big++)
-            worst = fmax(worst, run_layer(cases[i], big ? 1e3f : 1.0f, &r));
+        for (int staging = V3_WGMMA_STAGING_SCALAR; staging <= V3_WGMMA_STAGING_BLOCK4; staging++)
+            for (int big = 0; big < 2; big++)
+                worst = fmax(worst, run_layer(cases[i], big ? 1e3f : 1.0f, staging, &r));
     printf("  wgmma layer worst error %.2e (limit %.0e)\n", worst, LAYER_TOL);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
 }
@@ -176,14 +178,20 @@ START_TEST(outside_the_domain_is_refused)
     ck_assert(!v3_wgmma_layer_supported(16, 254, 256));
     ck_assert(!v3_wgmma_layer_supported(16, 256, 6));
     ck_assert(!v3_wgmma_layer_supported(0, 256, 256));
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 260, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 260, 1, 1, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf + 1, w, b, buf + 4096, 16, 256, 256, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf + 1, w, b, buf + 4096, 16, 256, 256, 1, 1, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4097, 16, 256, 256, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4097, 16, 256, 256, 1, 1, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 0, 256, 256, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 0, 256, 256, 1, 1, 0),
                      cudaErrorInvalidValue);
+    /* an unknown staging variant; variant 2 with w not 16-byte aligned */
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 3, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(
+        v3_wgmma_layer(buf, w + 1, b, buf + 4096, 16, 256, 256, 1, V3_WGMMA_STAGING_BLOCK4, 0),
+        cudaErrorInvalidValue);
     CUDA_OK(cudaFree(buf));
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
 }

@@ -1,0 +1,169 @@
+/*
+ * bench_v3_fast.cu — auxtrunk-bench-v3-fast: the forward of fast mode,
+ * cuda-v2's (trunk_v2_fast.cu, mma.sync) against cuda-v3's Hopper layer
+ * GEMM (trunk_v3_fast_wgmma.cu) in each weight-staging variant, on the
+ * production topology 256/256/256/128 (docs/perf-notes-v3-fast.md quotes
+ * it). For each batch: CUDA events around each call, a warm-up, the median
+ * of --iters calls: the three-layer forward of each, and layer 1 alone of
+ * each wgmma variant (the per-layer cost). Then the largest relative
+ * difference between the wgmma forward's out and cuda-v2's (both TF32: a
+ * sanity figure, about 1e-3, not a check).
+ *
+ *   auxtrunk-bench-v3-fast [--batches 1024,4096,16384,65536] [--iters 50]
+ *
+ * Not a test: it asserts nothing about the times. Inputs stay the same on
+ * every call (at small batches they sit in L2). Needs a device that runs
+ * the sm_90a image (exit 1 otherwise).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "cuda_ck.h"
+extern "C" {
+#include "rng.h"
+}
+#include "trunk_v2.h"
+#include "trunk_v3_fast.h"
+
+namespace {
+
+const atk_dims_t D = {256, 256, 256, 128};
+
+float *dev_random(tst_rng_t *r, size_t n, float s)
+{
+    std::vector<float> h(n);
+    tst_rng_fill(r, h.data(), n, -s, s);
+    float *d;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    CK(cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* Median µs of iters calls of f (after a warm-up), each between two events. */
+template <class F>
+double median_us(int iters, F f)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 5; i++)
+        CK(f());
+    std::vector<double> t(iters);
+    for (int i = 0; i < iters; i++) {
+        CK(cudaEventRecord(a));
+        CK(f());
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t[i] = ms * 1e3;
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[iters / 2];
+}
+
+double max_rel_diff(const float *dx, const float *dy, size_t n)
+{
+    std::vector<float> x(n), y(n);
+    CK(cudaMemcpy(x.data(), dx, n * sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)x[i] - y[i]));
+        s = fmax(s, fabs((double)y[i]));
+    }
+    return e / (s > 0 ? s : 1);
+}
+
+} /* namespace */
+
+int main(int argc, char **argv)
+{
+    std::vector<int> batches = {1024, 4096, 16384, 65536};
+    int iters = 50;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
+            batches.clear();
+            for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
+                batches.push_back(atoi(t));
+        } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
+            iters = atoi(argv[++i]);
+        } else {
+            const bool help = strcmp(argv[i], "--help") == 0;
+            fprintf(help ? stdout : stderr,
+                    "usage: %s [--batches 1024,4096,16384,65536] [--iters 50]\n", argv[0]);
+            return help ? 0 : 2;
+        }
+    }
+    if (iters < 1 || batches.empty())
+        return 2;
+    CK(v2_fast_prepare());
+    CK(v3_wgmma_prepare());
+    if (!v3_wgmma_available()) {
+        fprintf(stderr, "auxtrunk-bench-v3-fast: this device does not run the sm_90a image\n");
+        return 1;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("auxtrunk-bench-v3-fast on %s: fast-mode forward, %d/%d/%d/%d, median of %d calls, "
+           "µs\n",
+           prop.name, D.enc, D.h1, D.h2, D.aux, iters);
+    printf("%8s %12s %14s %14s %14s %14s %12s\n", "B", "v2 fast fwd", "wgmma fwd (1)",
+           "wgmma fwd (2)", "wgmma L1 (1)", "wgmma L1 (2)", "out diff");
+
+    tst_rng_t r;
+    tst_rng_seed(&r, tst_seed("auxtrunk-bench-v3-fast"));
+    atk_params_t p;
+    float *w1 = dev_random(&r, (size_t)D.enc * D.h1, 1.5f / 16), *b1 = dev_random(&r, D.h1, 0.5f);
+    float *w2 = dev_random(&r, (size_t)D.h1 * D.h2, 1.5f / 16), *b2 = dev_random(&r, D.h2, 0.5f);
+    float *w3 = dev_random(&r, (size_t)D.h2 * D.aux, 1.5f / 16), *b3 = dev_random(&r, D.aux, 0.5f);
+    p.w1 = w1, p.b1 = b1, p.w2 = w2, p.b2 = b2, p.w3 = w3, p.b3 = b3;
+    for (int B : batches) {
+        float *x = dev_random(&r, (size_t)B * D.enc, 1.0f);
+        float *h1, *h2, *out, *out2;
+        CK(cudaMalloc(&h1, (size_t)B * D.h1 * sizeof(float)));
+        CK(cudaMalloc(&h2, (size_t)B * D.h2 * sizeof(float)));
+        CK(cudaMalloc(&out, (size_t)B * D.aux * sizeof(float)));
+        CK(cudaMalloc(&out2, (size_t)B * D.aux * sizeof(float)));
+        auto wgmma_fwd = [&](int staging, float *o) {
+            cudaError_t e;
+            if ((e = v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0)) != cudaSuccess ||
+                (e = v3_wgmma_layer(h1, w2, b2, h2, B, D.h2, D.h1, 1, staging, 0)) != cudaSuccess)
+                return e;
+            return v3_wgmma_layer(h2, w3, b3, o, B, D.aux, D.h2, 0, staging, 0);
+        };
+        const double v2 =
+            median_us(iters, [&] { return v2_fast_forward(D, &p, x, B, h1, h2, out2, 0); });
+        double fwd[2], l1[2];
+        for (int s = 0; s < 2; s++) {
+            const int staging = s ? V3_WGMMA_STAGING_BLOCK4 : V3_WGMMA_STAGING_SCALAR;
+            fwd[s] = median_us(iters, [&] { return wgmma_fwd(staging, out); });
+            l1[s] = median_us(iters, [&] {
+                return v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0);
+            });
+        }
+        CK(wgmma_fwd(V3_WGMMA_STAGING_BLOCK4, out));
+        CK(v2_fast_forward(D, &p, x, B, h1, h2, out2, 0));
+        CK(cudaDeviceSynchronize());
+        const double diff = max_rel_diff(out, out2, (size_t)B * D.aux);
+        printf("%8d %12.1f %14.1f %14.1f %14.1f %14.1f %12.1e\n", B, v2, fwd[0], fwd[1], l1[0],
+               l1[1], diff);
+        fflush(stdout);
+        CK(cudaFree(x));
+        CK(cudaFree(h1));
+        CK(cudaFree(h2));
+        CK(cudaFree(out));
+        CK(cudaFree(out2));
+    }
+    printf("(v2 fast runs cuda-v2's exact kernels below B = %d)\n", V2_FAST_MIN_BATCH);
+    return 0;
+}
