@@ -1,16 +1,38 @@
 /*
  * trunk_v3_fast.cu — the entry points of cuda-v3's fast mode
  * (trunk_v3_fast.h): which kernels a call runs. No kernels of its own: the
- * exact path below V2_FAST_MIN_BATCH (trunk_v3.cu), cuda-v2's fast kernels
- * from there on (trunk_v2_fast.cu, linked from auxtrunk_kernels_cuda_v2).
- * The Hopper layer GEMM (trunk_v3_fast_wgmma.cu) is not called here: on the
- * H200 it was slower than cuda-v2's fast forward at every batch measured
- * (docs/perf-notes-v3-fast.md).
+ * exact path below V2_FAST_MIN_BATCH (trunk_v3.cu); from V3_WGMMA_MIN_BATCH
+ * the Hopper layer GEMM for the forward (trunk_v3_fast_wgmma.cu, staging
+ * variant 2) where the device runs it; cuda-v2's fast kernels for the rest
+ * (trunk_v2_fast.cu, linked from auxtrunk_kernels_cuda_v2).
  */
 #include "trunk_v3_fast.h"
 
+#include <stdint.h>
+
 #include "trunk_v2.h"
 #include "trunk_v3.h"
+
+namespace {
+
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The wgmma forward takes the call: the batch is large enough for it to
+ * win, the device runs it, every layer is in its domain, and everything it
+ * reads or writes with 16-byte accesses (activations by TMA, weights by the
+ * block-transposing staging) is 16-byte aligned. */
+bool wgmma_forward_takes(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                         const float *h1, const float *h2, const float *out)
+{
+    return batch >= V3_WGMMA_MIN_BATCH && v3_wgmma_available() &&
+           v3_wgmma_layer_supported(batch, d.h1, d.enc) &&
+           v3_wgmma_layer_supported(batch, d.h2, d.h1) &&
+           v3_wgmma_layer_supported(batch, d.aux, d.h2) && aligned16(x) && aligned16(h1) &&
+           aligned16(h2) && aligned16(out) && aligned16(p->w1) && aligned16(p->w2) &&
+           aligned16(p->w3);
+}
+
+} /* namespace */
 
 extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
@@ -21,8 +43,10 @@ extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 
 extern "C" cudaError_t v3_fast_prepare(void)
 {
-    cudaError_t e = v3_prepare();
-    return e != cudaSuccess ? e : v2_fast_prepare();
+    cudaError_t e;
+    if ((e = v3_prepare()) != cudaSuccess || (e = v2_fast_prepare()) != cudaSuccess)
+        return e;
+    return v3_wgmma_prepare();
 }
 
 extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -31,7 +55,15 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
 {
     if (batch < V2_FAST_MIN_BATCH)
         return v3_forward(d, p, x, batch, h1, h2, out, stream);
-    return v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
+    if (!wgmma_forward_takes(d, p, x, batch, h1, h2, out))
+        return v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
+    const int st = V3_WGMMA_STAGING_BLOCK4;
+    cudaError_t e;
+    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, st, stream)) !=
+            cudaSuccess ||
+        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, st, stream)) != cudaSuccess)
+        return e;
+    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, st, stream);
 }
 
 extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,

@@ -11,7 +11,13 @@
  *                           than exact mode there;
  *   B >= it                 cuda-v2's fast kernels (trunk_v2_fast.cu,
  *                           linked): mma.sync TF32, and cuda-v2's exact
- *                           kernels outside their domain.
+ *                           kernels outside their domain;
+ *   B >= V3_WGMMA_MIN_BATCH the forward on the Hopper layer GEMM below
+ *   (4,096)                 (three launches, bias and ELU fused, staging
+ *                           variant 2) where the device runs its sm_90a
+ *                           image, the widths are in its domain and every
+ *                           pointer is 16-byte aligned; the backward stays
+ *                           cuda-v2's fast kernels.
  * Deterministic (no atomics; a summation order fixed by the widths and the
  * batch), graph-capturable (no allocation, no synchronisation, launches on
  * the caller's stream only), no gradient for x.
@@ -32,10 +38,11 @@
  * Workspace: the larger of cuda-v3's exact workspace and cuda-v2's fast
  * workspace (either may run).
  *
- * The Hopper layer GEMM below (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a)
- * is correct on the H200 but measured slower than cuda-v2's fast forward at
- * every batch, so fast mode does not call it yet; its test
- * (tests/cuda/test_v3_fast_wgmma.cu) keeps it checked.
+ * The Hopper layer GEMM below (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a):
+ * with staging variant 1 it measured slower than cuda-v2's fast forward at
+ * every batch; variant 2 is faster from B = 4,096 on the H200
+ * (docs/perf-notes-v3-fast.md), hence V3_WGMMA_MIN_BATCH. Its own test
+ * (tests/cuda/test_v3_fast_wgmma.cu) checks both variants.
  */
 #ifndef AUXTRUNK_TRUNK_V3_FAST_H
 #define AUXTRUNK_TRUNK_V3_FAST_H
@@ -52,10 +59,12 @@ extern "C" {
 
 /* The tolerance above, for tests and documentation. */
 #define V3_FAST_TOL 1e-2
+/* Smallest batch whose forward runs on the Hopper layer GEMM. */
+#define V3_WGMMA_MIN_BATCH 4096
 
 size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch);
 
-/* v3_prepare and v2_fast_prepare. Once per device at init. */
+/* v3_prepare, v2_fast_prepare and v3_wgmma_prepare. Once per device at init. */
 cudaError_t v3_fast_prepare(void);
 
 cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
@@ -66,7 +75,7 @@ cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x
 
 /* ------------------------------------------------------------------------- */
 /* The Hopper layer GEMM (trunk_v3_fast_wgmma.cu; library                   */
-/* auxtrunk_kernels_cuda_v3_sm90a, not linked into the plugin)               */
+/* auxtrunk_kernels_cuda_v3_sm90a, linked into auxtrunk_kernels_cuda_v3)    */
 
 /* Loads the kernel and the driver's cuTensorMapEncodeTiled (through the
  * runtime, cudaGetDriverEntryPointByVersion: libcuda is never linked). A

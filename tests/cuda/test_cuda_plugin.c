@@ -1130,11 +1130,13 @@ START_TEST(fast_mode_graph_replay_equals_eager)
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x64);
     const ref64_dims_t d = PRODUCTION;
-    const int batches[] = {97, CUDA_FAST_MIN_BATCH};
+    /* below the fast kernels, at their smallest batch, and at 4,096 (where
+     * cuda-v3's forward runs its Hopper layer GEMM) */
+    const int batches[] = {97, CUDA_FAST_MIN_BATCH, 4096};
     const auxtrunk_api_t *api = plugin(&g_cuda);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         auxtrunk_handle_t *h = open_fast(api, d, batches[t]);
         problem_t pb = problem_new(d, batches[t], &r);
         outputs_t o = outputs_new(&pb);
