@@ -503,6 +503,20 @@ __device__ __forceinline__ GradOf grad_of(const Bwd &f, int which)
     return {f.x, f.dh1, f.enc, f.n1, 0, 1, DH1_DONE};
 }
 
+/* The items of one gradient: per pair, kt x nt weight tiles of 32 x 32, then
+ * bt bias tiles of NT columns. */
+struct Items {
+    GradOf G;
+    int kt, nt, per_pair, count; /* count: items over all pairs */
+};
+
+__device__ __forceinline__ Items items_of(const Bwd &f, int which, int pairs)
+{
+    const GradOf G = grad_of(f, which);
+    const int kt = (G.K + 31) / 32, nt = (G.N + 31) / 32, bt = (G.N + NT - 1) / NT;
+    return {G, kt, nt, kt * nt + bt, pairs * (kt * nt + bt)};
+}
+
 /* Where a finished tile value goes: the gradient itself (one pair; with
  * accumulate, old + value) or tree node `pair`. */
 __device__ __forceinline__ void put4(const Bwd &f, int which, int pairs, int pair, int index,
@@ -788,32 +802,46 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     stamp(false, V3B_PUB1);
 
     /* --- weight and bias gradients -------------------------------------- */
-    const int pairs = (f.batch + PAIR - 1) / PAIR;
-    int waited = -1;        /* (gradient, pair) whose producers this block has awaited */
-    int item = 0, mine = 0; /* mine: items this block has taken */
-    for (int which = 0; which < 3; which++) {
-        const GradOf G = grad_of(f, which);
-        const int kt = (G.K + 31) / 32, nt = (G.N + 31) / 32, bt = (G.N + NT - 1) / NT;
-        const int per_pair = kt * nt + bt;
-        for (int i = 0; i < pairs * per_pair; i++, item++) {
-            if (item % (int)gridDim.x != (int)blockIdx.x)
-                continue;
-            const int pair = i / per_pair, j = i % per_pair;
-            const int tag = 1 + 6 * pair + 2 * which + (j >= kt * nt);
-            stamp_item(mine, 0, tag);
-            if (G.ready >= 0 && waited != which * 2 + pair) {
-                /* The blocks of every cluster holding rows of this pair. */
-                const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
-                await(f.flags, G.ready, first * CL, (last - first + 1) * CL);
-                waited = which * 2 + pair;
-            }
-            stamp_item(mine, 1, tag);
-            if (j < kt * nt)
-                weight_tile(f, G, pairs, pair, 32 * (j / nt), 32 * (j % nt), smem);
-            else
-                bias_tile(f, G, pairs, pair, NT * (j - kt * nt));
-            stamp_item(mine++, 2, tag);
+    /* Items are numbered gradient by gradient (dW3/db3, dW2/db2, dW1/db1),
+     * pair by pair, tiles before bias columns; the block at position `me`
+     * takes items me, me + grid, ... and visits only those: testing every
+     * item of the list against its own number cost each block an integer
+     * division per item, serially, around its own work
+     * (docs/perf-notes-v3.md). Positions count from the grid's last block:
+     * the clusters holding rows are the first ones and the last to be free,
+     * so the blocks that take one item more are blocks without rows where
+     * there are any. */
+    const int pairs = (f.batch + PAIR - 1) / PAIR, grid = (int)gridDim.x;
+    const int me = grid - 1 - (int)blockIdx.x;
+    int waited = -1;         /* (gradient, pair) whose producers this block has awaited */
+    int mine = 0;            /* items this block has taken */
+    int which = 0, base = 0; /* the gradient of the current item, its first item */
+    Items T = items_of(f, 0, pairs);
+    for (int item = me;; item += grid) {
+        while (which < 3 && item >= base + T.count) {
+            base += T.count;
+            if (++which < 3)
+                T = items_of(f, which, pairs);
         }
+        if (which == 3)
+            break;
+        const GradOf &G = T.G;
+        const int i = item - base, pair = i / T.per_pair, j = i - pair * T.per_pair;
+        const int tiles = T.kt * T.nt;
+        const int tag = 1 + 6 * pair + 2 * which + (j >= tiles);
+        stamp_item(mine, 0, tag);
+        if (G.ready >= 0 && waited != which * 2 + pair) {
+            /* The blocks of every cluster holding rows of this pair. */
+            const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
+            await(f.flags, G.ready, first * CL, (last - first + 1) * CL);
+            waited = which * 2 + pair;
+        }
+        stamp_item(mine, 1, tag);
+        if (j < tiles)
+            weight_tile(f, G, pairs, pair, 32 * (j / T.nt), 32 * (j % T.nt), smem);
+        else
+            bias_tile(f, G, pairs, pair, NT * (j - tiles));
+        stamp_item(mine++, 2, tag);
     }
     if (pairs == 1) {
         stamp(false, V3B_END);
