@@ -9,7 +9,8 @@
 #   tree shapes (auxtrunk-trace-v3 --once), run to the end.
 # Everything goes to one log, $OUT/check_v3.log (default build-gpu/), plus
 # $OUT/bench.csv; the last lines are a summary. Exit status 0 only if every
-# step passed.
+# step passed. Each step has its own time limit; together they fit in four
+# minutes on a 16-core host with a cold build.
 #
 #   tests/cuda/check_v3.sh        (AUXTRUNK_GPU_BUILD: build folder, default build-gpu)
 #
@@ -44,22 +45,22 @@ step() {
 } 2>&1 | tee -a "$log"
 prefix=()
 [ -d "$root/.carry/check" ] && prefix=(-DCMAKE_PREFIX_PATH="$root/.carry/check")
-step configure 120 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+step configure 60 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DAUXTRUNK_SANITIZER_TESTS=OFF "${prefix[@]}"
-step build 300 cmake --build "$build" -j"$(nproc)" --target test_cuda_v3 auxtrunk-host \
+step build 150 cmake --build "$build" -j"$(nproc)" --target test_cuda_v3 auxtrunk-host \
     auxtrunk_plugin_cpu auxtrunk_plugin_cuda-v2 auxtrunk_plugin_cuda-v3 auxtrunk-trace-v3
 # The cuBLAS column's module exists only where the toolkit has cuBLAS.
 cmake --build "$build" -j"$(nproc)" --target auxtrunk_bench_cublas >> "$log" 2>&1 ||
     echo "(no cuBLAS module: the bench has no cuBLAS column)" | tee -a "$log"
 if [ "$failed" = 0 ]; then
     trace=$build/tests/cuda/trace_v3/auxtrunk-trace-v3
-    step test_cuda_v3 300 env AUXTRUNK_CUDA_TEST_QUICK=1 "$build/tests/cuda/test_cuda_v3" gpu
-    step trace 120 "$trace" --batches 32,128,256,512
-    step bench 180 "$build/host_stub/auxtrunk-host" bench --plugin-dir "$build/plugins/cuda-v2" \
-        --plugin-dir "$build/plugins/cuda-v3" --cublas --batches 32,128,256,512 --budget 0.15 \
+    step test_cuda_v3 90 env AUXTRUNK_CUDA_TEST_QUICK=1 "$build/tests/cuda/test_cuda_v3" gpu
+    step trace 45 "$trace" --batches 32,128,256,512
+    step bench 60 "$build/host_stub/auxtrunk-host" bench --plugin-dir "$build/plugins/cuda-v2" \
+        --plugin-dir "$build/plugins/cuda-v3" --cublas --batches 32,128,256,512 --budget 0.12 \
         --quiet --csv "$out/bench.csv"
     san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    step racecheck 300 "$san" --tool racecheck --racecheck-report all --error-exitcode 86 \
+    step racecheck 150 "$san" --tool racecheck --racecheck-report all --error-exitcode 86 \
         --print-limit 50 "$trace" --once --batches 1,17,32,100,128,200,256,300,512,513,1000,1024
 fi
 echo "=== summary (seed $AUXTRUNK_SEED, log $log)" | tee -a "$log"
