@@ -127,15 +127,22 @@ __device__ v3_trace_t g_trace;
 #endif
 
 /* Thread 0 stamps the end of a phase of this block: slot of the forward's
- * (fwd) or the backward's row of the trace. */
+ * (fwd) or the backward's row of the trace; the first slot also records
+ * the block's SM. */
 __device__ __forceinline__ void stamp(bool fwd, int slot)
 {
 #if AUXTRUNK_V3_TRACE
+    static_assert(V3F_START == 0 && V3B_START == 0, "START is each kernel's first slot");
     if (threadIdx.x == 0) {
         unsigned long long ns;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
         const v3_stamp_t s = {ns, (unsigned long long)clock64()};
         (fwd ? g_trace.fwd[blockIdx.x] : g_trace.bwd[blockIdx.x])[slot] = s;
+        if (slot == 0) {
+            unsigned sm;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+            (fwd ? g_trace.sm_fwd : g_trace.sm_bwd)[blockIdx.x] = sm;
+        }
     }
 #else
     (void)fwd, (void)slot;

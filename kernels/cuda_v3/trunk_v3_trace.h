@@ -7,7 +7,8 @@
  * With the trace on, thread 0 of every block writes %globaltimer (ns, one
  * clock for the whole GPU) and clock64 (its SM's cycles) at the end of each
  * phase into a device buffer, overwritten by every launch; the gradient loop
- * of the backward records its first V3_TRACE_ITEMS items per block.
+ * of the backward records its first V3_TRACE_ITEMS items per block, and the
+ * first stamp of each block the SM it runs on (%smid).
  */
 #ifndef AUXTRUNK_TRUNK_V3_TRACE_H
 #define AUXTRUNK_TRUNK_V3_TRACE_H
@@ -67,6 +68,8 @@ typedef struct v3_trace {
     /* Item k of block b: 1 + 6 pair + 2 which + bias (which 0: dW3/db3,
      * 1: dW2/db2, 2: dW1/db1), 0 if the block ran fewer items. */
     int item[V3_TRACE_BLOCKS][V3_TRACE_ITEMS];
+    /* The SM of each block, forward and backward (valid where START is stamped). */
+    unsigned sm_fwd[V3_TRACE_BLOCKS], sm_bwd[V3_TRACE_BLOCKS];
 } v3_trace_t;
 
 /* Zeroes the device's trace (synchronously). */

@@ -16,7 +16,10 @@
  *      and ends on the GPU's global timer, µs after the forward's first
  *      block), each phase's length (SM cycles, printed in µs at the measured
  *      SM clock) in the block --block and as median and maximum over the
- *      blocks, and the backward's gradient items by kind (flag waits, work).
+ *      blocks, and the backward's gradient items by kind (flag waits, work);
+ *      also how many blocks of each kernel shared their SM with another
+ *      block of the same launch, and when those blocks ended against the
+ *      others (%smid, recorded at each block's first stamp).
  *
  *   auxtrunk-trace-v3 [--batches 32,128,256,512] [--replays 200] [--block 0] [--once]
  *
@@ -215,6 +218,29 @@ static void put_phases(sample_t *s, const v3_stamp_t *base, int stride, int n,
     }
 }
 
+/* Blocks of one kernel, per replay, that shared their SM with another block
+ * of the same launch (printed as medians after the table). */
+static double *g_shared[2];
+
+enum { MAX_SM = 1024 };
+
+/* Marks in shared[b] whether block b (START stamped) shared its SM; returns
+ * how many did. */
+static int sharing(const v3_stamp_t *start, int stride, const unsigned *sm, int *shared)
+{
+    static int count[MAX_SM];
+    memset(count, 0, sizeof count);
+    for (int b = 0; b < V3_TRACE_BLOCKS; b++)
+        if (stamped(&start[(size_t)b * stride]) && sm[b] < MAX_SM)
+            count[sm[b]]++;
+    int n = 0;
+    for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
+        shared[b] = stamped(&start[(size_t)b * stride]) && sm[b] < MAX_SM && count[sm[b]] > 1;
+        n += shared[b];
+    }
+    return n;
+}
+
 /* Turns one replay's trace into this replay's values of every row. */
 static void digest(const v3_trace_t *t, int traced, int *nf, int *nb)
 {
@@ -255,6 +281,24 @@ static void digest(const v3_trace_t *t, int traced, int *nf, int *nb)
         }
         sample_put(&s, when[w].name, 0);
     }
+
+    /* Block ends of the blocks that shared an SM and of the others. */
+    static int shared[2][V3_TRACE_BLOCKS];
+    g_shared[0][g_rep] = sharing(&t->fwd[0][V3F_START], V3F_SLOTS, t->sm_fwd, shared[0]);
+    g_shared[1][g_rep] = sharing(&t->bwd[0][V3B_START], V3B_SLOTS, t->sm_bwd, shared[1]);
+    for (int k = 0; k < 2; k++)
+        for (int alone = 0; alone < 2; alone++) {
+            sample_start(&s);
+            for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
+                const v3_stamp_t *st = k == 0 ? &t->fwd[b][V3F_L3] : &t->bwd[b][V3B_END];
+                if (stamped(st) && shared[k][b] != alone)
+                    sample_add(&s, (double)(st->ns - t0), b == traced);
+            }
+            snprintf(name, sizeof name, "%s: block ends, blocks %s",
+                     k == 0 ? "forward" : "backward",
+                     alone ? "alone on their SM" : "sharing an SM");
+            sample_put(&s, name, 0);
+        }
 
     /* Forward phases; the backward's row-local phases (blocks holding rows). */
     put_phases(&s, t->fwd[0], V3F_SLOTS, V3F_SLOTS, FWD_PHASE, "fwd", traced);
@@ -494,7 +538,9 @@ int main(int argc, char **argv)
     v3_trace_t *t = malloc(sizeof *t);
     double *tf = malloc(TIMED * sizeof *tf), *tb = malloc(TIMED * sizeof *tb),
            *tg = malloc((size_t)(g_replays > TIMED ? g_replays : TIMED) * sizeof *tg);
-    if (!t || !tf || !tb || !tg) {
+    g_shared[0] = malloc((size_t)g_replays * sizeof(double));
+    g_shared[1] = malloc((size_t)g_replays * sizeof(double));
+    if (!t || !tf || !tb || !tg || !g_shared[0] || !g_shared[1]) {
         fprintf(stderr, "trace_v3: out of memory\n");
         return 1;
     }
@@ -584,6 +630,9 @@ int main(int argc, char **argv)
                 print_us(median(w->v[k], g_replays), w->cycles, mhz);
             printf("\n");
         }
+        printf("\nBlocks sharing their SM with another block of the same launch (median of %d "
+               "replays): forward %.0f of %d, backward %.0f of %d.\n",
+               g_replays, median(g_shared[0], g_replays), nf, median(g_shared[1], g_replays), nbk);
         fflush(stdout);
     }
     rows_reset();
@@ -591,6 +640,8 @@ int main(int argc, char **argv)
     free(tf);
     free(tb);
     free(tg);
+    free(g_shared[0]);
+    free(g_shared[1]);
     if (failed) {
         fprintf(stderr, "auxtrunk-trace-v3: results differ from cuda-v2\n");
         return 1;
