@@ -513,15 +513,17 @@ static void region_combine(const region_t *r, float *dw, float *db, const float 
 /* Rows of a weight gradient per grads task: whole A tiles, about 32. */
 static int32_t grad_block_rows(const cpb_trunk_t *t) { return t->mr * blocks(32, t->mr); }
 
-/* Tasks of a chunk's grads phase: the row blocks of dW1, dW2, dW3. */
+/* Tasks of a chunk's grads phase: the row blocks of dW1, dW3, dW2. */
 static int32_t grad_tasks(const cpb_trunk_t *t)
 {
     const int32_t kb = grad_block_rows(t);
     return blocks(t->d.enc, kb) + blocks(t->d.h1, kb) + blocks(t->d.h2, kb);
 }
 
-/* Task i of a chunk's grads phase: one row block of dW1, dW2 or dW3 (in
- * that order: the widest first, so that the phase ends on small tasks). */
+/* Task i of a chunk's grads phase: one row block of dW1, dW3 or dW2, in
+ * that order. For the production widths dW3's blocks are half the others'
+ * work, so with two threads each home range holds the same work (dW1 and
+ * half of dW3; the other half of dW3 and dW2) and nothing needs stealing. */
 static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
 {
     const bwd_call_t *c = ctx;
@@ -529,7 +531,7 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     const atk_dims_t d = t->d;
     const scratch_t *s = &t->scratch[thread];
     const int32_t nr = t->nr, mr = t->mr, kb = grad_block_rows(t);
-    const int32_t n1 = blocks(d.enc, kb), n2 = blocks(d.h1, kb);
+    const int32_t n1 = blocks(d.enc, kb), n3 = blocks(d.h2, kb);
     const float *a, *g;
     float *gw, *gb;
     size_t ow, ob;
@@ -539,14 +541,14 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
         a = t->a1, g = t->g1, gw = c->g->dw1, gb = c->g->db1;
         ow = AUXTRUNK_W1_OFFSET(&d), ob = AUXTRUNK_B1_OFFSET(&d);
         K = d.enc, r.N = d.h1, blk = i;
-    } else if (i < n1 + n2) {
-        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
-        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
-        K = d.h1, r.N = d.h2, blk = i - n1;
-    } else {
+    } else if (i < n1 + n3) {
         a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3;
         ow = AUXTRUNK_W3_OFFSET(&d), ob = AUXTRUNK_B3_OFFSET(&d);
-        K = d.h2, r.N = d.aux, blk = i - n1 - n2;
+        K = d.h2, r.N = d.aux, blk = i - n1;
+    } else {
+        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
+        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
+        K = d.h1, r.N = d.h2, blk = i - n1 - n3;
     }
     r.k0 = blk * kb;
     r.rows = min_i32(kb, K - r.k0);
