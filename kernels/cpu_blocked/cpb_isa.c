@@ -68,6 +68,7 @@ static void tile_scalar(int32_t depth, const float *restrict a, const float *res
 }
 
 static void elu_scalar(float *y, size_t n) { elu_body(y, n); }
+static void elu_grad_scalar(float *d, const float *y, size_t n) { elu_grad_body(d, y, n); }
 
 static void transpose8_scalar(int32_t depth, const float *restrict src, size_t lds,
                               float *restrict dst, size_t ldd)
@@ -76,7 +77,6 @@ static void transpose8_scalar(int32_t depth, const float *restrict src, size_t l
         for (int i = 0; i < 8; i++)
             dst[(size_t)r * ldd + i] = src[(size_t)i * lds + r];
 }
-static void elu_grad_scalar(float *d, const float *y, size_t n) { elu_grad_body(d, y, n); }
 
 #ifdef CPB_X86
 /* ------------------------------------------------------------------------- */
@@ -115,10 +115,14 @@ TARGET_AVX2 static void tile_avx2(int32_t depth, const float *restrict a, const 
 }
 
 TARGET_AVX2 static void elu_avx2(float *y, size_t n) { elu_body(y, n); }
+TARGET_AVX2 static void elu_grad_avx2(float *d, const float *y, size_t n)
+{
+    elu_grad_body(d, y, n);
+}
 
 /* Eight steps at a time: eight row loads, the 8 x 8 transpose of unpack,
- * shuffle and lane permute, eight group stores; the depth tail one float
- * at a time. Used by the AVX-512 variant too (its packed widths are
+ * shuffle and lane permute, eight group stores; the depth tail by the
+ * scalar copy. Used by the AVX-512 variant too (its packed widths are
  * multiples of 8 as well). */
 TARGET_AVX2 static void transpose8_avx2(int32_t depth, const float *restrict src, size_t lds,
                                         float *restrict dst, size_t ldd)
@@ -155,13 +159,7 @@ TARGET_AVX2 static void transpose8_avx2(int32_t depth, const float *restrict src
         _mm256_storeu_ps(o + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
         _mm256_storeu_ps(o + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
     }
-    for (; r < depth; r++)
-        for (int i = 0; i < 8; i++)
-            dst[(size_t)r * ldd + i] = src[(size_t)i * lds + r];
-}
-TARGET_AVX2 static void elu_grad_avx2(float *d, const float *y, size_t n)
-{
-    elu_grad_body(d, y, n);
+    transpose8_scalar(depth - r, src + r, lds, dst + (size_t)r * ldd, ldd);
 }
 
 /* ------------------------------------------------------------------------- */

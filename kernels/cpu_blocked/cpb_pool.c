@@ -82,7 +82,6 @@ struct cpb_pool {
     /* The current phase's fields, stable while any of its tasks is claimed. */
     cpb_task_fn fn;
     void *ctx;
-    int32_t ntasks;
     fenv_t env;
 
     range_t *ranges; /* [threads] */
@@ -253,7 +252,6 @@ void cpb_pool_run(cpb_pool_t *p, int32_t ntasks, cpb_task_fn fn, void *ctx)
     }
     p->fn = fn;
     p->ctx = ctx;
-    p->ntasks = ntasks;
     fegetenv(&p->env);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     const uint32_t gen =
