@@ -179,6 +179,16 @@ cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x
                              const float *h2, const float *dout, int batch, const atk_grads_t *g,
                              int accumulate, float *workspace, cudaStream_t stream);
 
+/* The second half of v2_fast_backward: the six weight and bias gradients from
+ * x, the records and dout, and dh2_pre, dh1_pre already in the workspace
+ * where v2_workspace_carve puts them (the first half's launches, or another
+ * kernel computing the same tensors, wrote them). Inside the fast domain only:
+ * the caller has checked it (topology, batch, 16-byte alignment of every
+ * pointer, as v2_fast_backward does). */
+cudaError_t v2_fast_weight_grads(atk_dims_t d, const float *x, const float *h1, const float *h2,
+                                 const float *dout, int batch, const atk_grads_t *g, int accumulate,
+                                 float *workspace, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
