@@ -13,7 +13,8 @@
  * cuda-v2's weight gradients), the weight gradients alone
  * (v2_fast_weight_grads; cuda-v2's hidden gradients are its backward less
  * that) and the two wgmma hidden-gradient launches alone; then the largest
- * relative difference of dW1 between the two backwards (a sanity figure).
+ * relative difference of dW1 between the two backwards (a sanity figure);
+ * from B = V2_FAST_MIN_BATCH on (the weight gradients' domain).
  *
  *   auxtrunk-bench-v3-fast [--batches 1024,4096,16384,65536] [--iters 50]
  *
@@ -179,6 +180,10 @@ int main(int argc, char **argv)
            "v2 dh (diff)", "wgmma dh2+dh1", "dW1 diff");
     const size_t P = v2_grad_layout(D).off[6];
     for (int B : batches) {
+        if (B < V2_FAST_MIN_BATCH) { /* below the fast weight gradients' domain */
+            printf("%8d %12s\n", B, "-");
+            continue;
+        }
         float *x = dev_random(&r, (size_t)B * D.enc, 1.0f);
         float *dout = dev_random(&r, (size_t)B * D.aux, 1.0f);
         float *h1, *h2, *out, *ws, *gv2, *gv3;
