@@ -141,7 +141,7 @@ cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
  * errs on z by about 1e-3 · |z|, and ELU'(z) = e^z near z = 0 turns that
  * into a relative error of the hidden gradients. Inputs 100 times the unit
  * scale stay inside the bound (measured 2.6e-3 for cuda-v3's fast mode,
- * whose backward is this one); at 1,000 times the weight gradients exceed
+ * whose backward was this one); at 1,000 times the weight gradients exceed
  * it (emulated 2.8e-2; docs/perf-notes-v3-fast.md).
  *
  * Domain: every width a multiple of 4, every pointer 16-byte aligned, and a
