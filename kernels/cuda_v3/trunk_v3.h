@@ -14,7 +14,9 @@
  * (every width a multiple of 4, ENC, H1, H2, AUX <= 256), the batch is at
  * most V3_MAX_BATCH, every pointer is 16-byte aligned, and its row blocks
  * fit on the device at once (at most 16 clusters of 8 blocks, counted at
- * v3_prepare); the backward also needs cooperative cluster launches:
+ * v3_prepare with one block per SM: every launch asks for more than half an
+ * SM's shared memory, so two blocks never share one); the backward also
+ * needs cooperative cluster launches:
  *
  *   forward:  one cluster launch. A cluster of 8 blocks owns 16, 32 or 64
  *             batch rows; block j owns column slice j of every layer (32
