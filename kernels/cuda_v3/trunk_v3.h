@@ -35,9 +35,10 @@
  *             canonical tree's first level); for more than one pair
  *             (B > 512) a flag grid barrier, then the last tree level.
  *
- * Measured on the H200 (docs/perf-notes-v3.md), the fused path is slower
- * than cuda-v2's kernels at the batches it takes; it is the vehicle of the
- * small-batch design work, exact and tested bit for bit.
+ * Measured on the H200 (docs/perf-notes-v3.md), the fused path is level
+ * with cuda-v2's kernels at the smallest batches and slower from B = 256
+ * on; it is the vehicle of the small-batch design work, exact and tested
+ * bit for bit.
  *
  * Workspace: v3_workspace_floats = the larger of cuda-v2's workspace and the
  * fused path's (48 KiB of flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
