@@ -29,6 +29,13 @@
  * each on its own 128-byte line, zeroed by a memset before each backward
  * launch. The backward is a cooperative launch, so every block is resident
  * while others poll.
+ *
+ * One block per SM: every launch of either kernel asks for more than half
+ * of an SM's shared memory (`sole`), padding where its layout needs less,
+ * so that two blocks never share an SM; the cluster counts the plans use
+ * are measured with that same request. A block sharing its SM runs every
+ * phase at about half speed, and one slow block holds up the grid
+ * (docs/perf-notes-v3.md, "3.5").
  */
 #include "trunk_v3.h"
 
@@ -370,8 +377,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     float *w2s = h1s + R * ld1;                    /* [n1][SW]: this block's W2 columns */
     float *w1s = w2s + f.n1 * SW;                  /* [enc][SW] */
     /* Reused: h2 arrives only after every block has pushed h1, i.e. read all
-     * of x; W3 is staged once this block is done with W1, during layer 2 (so
-     * that two blocks fit on an SM at the smallest row block). */
+     * of x; W3 is staged once this block is done with W1, during layer 2,
+     * where nothing waits for it. */
     float *h2s = xs;  /* [R][ld2] */
     float *w3s = w1s; /* [n2][W3] */
 
@@ -889,18 +896,30 @@ __global__ void __cluster_dims__(CL, 1, 1) v3_probe_kernel(int *out)
 /* ---------------------------------------------------------------- host -- */
 
 /* Clusters of each TM (1, 2, 4) that fit on the device at once, measured at
- * the domain's largest shared memory; -1 before v3_prepare. */
+ * the domain's largest shared memory, one block per SM; -1 before
+ * v3_prepare. */
 int g_fwd_clusters[3] = {-1, -1, -1};
 int g_bwd_clusters[3] = {-1, -1, -1};
 int g_cooperative = 0;
+/* Dynamic shared memory (bytes) above which two blocks cannot share an SM:
+ * half the SM's shared memory less a block's reservation, plus 16. The
+ * kernels' static shared memory only adds to it. Set by v3_prepare. */
+size_t g_exclusive = 0;
+
+/* The dynamic shared memory a launch asks for: `bytes`, or g_exclusive if
+ * that is more, so that the block has its SM to itself. */
+inline size_t sole(size_t bytes) { return bytes > g_exclusive ? bytes : g_exclusive; }
 
 constexpr size_t FWD_SMEM_MAX(int tm) { return fwd_floats(tm, MAX_W, MAX_W, MAX_W, 4) * 4; }
 constexpr size_t BWD_SMEM_MAX(int tm) { return bwd_floats(tm, MAX_W, MAX_W) * 4; }
 static_assert(FWD_SMEM_MAX(4) <= 227 * 1024 && BWD_SMEM_MAX(4) <= 227 * 1024, "shared memory");
 
+/* Raises k's shared-memory limit to sole(smem) and lowers *clusters to the
+ * clusters of 8 that fit at once with that request (one block per SM). */
 template <typename K>
 cudaError_t fit(K *k, size_t smem, int *clusters)
 {
+    smem = sole(smem);
     cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
@@ -967,10 +986,10 @@ cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
 {
     const dim3 grid((unsigned)(clusters * CL));
     if (f.aux <= CL * 8 * 2) { /* 16 output columns per block */
-        const size_t smem = fwd_floats(TM, f.enc, f.n1, f.n2, 2) * 4;
+        const size_t smem = sole(fwd_floats(TM, f.enc, f.n1, f.n2, 2) * 4);
         v3_forward_kernel<TM, 2><<<grid, NT, smem, s>>>(f);
     } else {
-        const size_t smem = fwd_floats(TM, f.enc, f.n1, f.n2, 4) * 4;
+        const size_t smem = sole(fwd_floats(TM, f.enc, f.n1, f.n2, 4) * 4);
         v3_forward_kernel<TM, 4><<<grid, NT, smem, s>>>(f);
     }
     return cudaGetLastError();
@@ -985,7 +1004,7 @@ cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(clusters * CL));
     cfg.blockDim = dim3(NT);
-    cfg.dynamicSmemBytes = bwd_floats(TM, f.n2, f.aux) * 4;
+    cfg.dynamicSmemBytes = sole(bwd_floats(TM, f.n2, f.aux) * 4);
     cfg.stream = s;
     cfg.attrs = at;
     cfg.numAttrs = 1;
@@ -1028,6 +1047,16 @@ extern "C" size_t v3_workspace_floats(atk_dims_t d, int max_batch)
 extern "C" cudaError_t v3_prepare(void)
 {
     cudaError_t e;
+    int dev, per_sm, reserved;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev)) !=
+            cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev)) !=
+            cudaSuccess)
+        return e;
+    const size_t exclusive = (size_t)(per_sm / 2 - reserved + 16);
+    if (exclusive > g_exclusive)
+        g_exclusive = exclusive;
     if ((e = v2_prepare()) != cudaSuccess || (e = prepare_tm<1>(0)) != cudaSuccess ||
         (e = prepare_tm<2>(1)) != cudaSuccess || (e = prepare_tm<4>(2)) != cudaSuccess)
         return e;

@@ -14,7 +14,9 @@
  * (every width a multiple of 4, ENC, H1, H2, AUX <= 256), the batch is at
  * most V3_MAX_BATCH, every pointer is 16-byte aligned, and its row blocks
  * fit on the device at once (at most 16 clusters of 8 blocks, counted at
- * v3_prepare); the backward also needs cooperative cluster launches:
+ * v3_prepare with one block per SM: every launch asks for more than half an
+ * SM's shared memory, so two blocks never share one); the backward also
+ * needs cooperative cluster launches:
  *
  *   forward:  one cluster launch. A cluster of 8 blocks owns 16, 32 or 64
  *             batch rows; block j owns column slice j of every layer (32
@@ -33,9 +35,10 @@
  *             canonical tree's first level); for more than one pair
  *             (B > 512) a flag grid barrier, then the last tree level.
  *
- * Measured on the H200 (docs/perf-notes-v3.md), the fused path is slower
- * than cuda-v2's kernels at the batches it takes; it is the vehicle of the
- * small-batch design work, exact and tested bit for bit.
+ * Measured on the H200 (docs/perf-notes-v3.md), the fused path is level
+ * with cuda-v2's kernels at the smallest batches and slower from B = 256
+ * on; it is the vehicle of the small-batch design work, exact and tested
+ * bit for bit.
  *
  * Workspace: v3_workspace_floats = the larger of cuda-v2's workspace and the
  * fused path's (48 KiB of flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
