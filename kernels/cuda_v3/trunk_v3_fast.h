@@ -149,7 +149,7 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
 
 /* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's
  * v2_fast_weight_grads (0) after the wgmma hidden gradients. */
-#define V3_WGMMA_WEIGHT_GRADS 0
+#define V3_WGMMA_WEIGHT_GRADS 1
 
 #ifdef __cplusplus
 }
