@@ -141,7 +141,7 @@ cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
  * errs on z by about 1e-3 · |z|, and ELU'(z) = e^z near z = 0 turns that
  * into a relative error of the hidden gradients. Inputs 100 times the unit
  * scale stay inside the bound (measured 2.6e-3 for cuda-v3's fast mode,
- * whose backward is this one); at 1,000 times the weight gradients exceed
+ * whose backward was this one); at 1,000 times the weight gradients exceed
  * it (emulated 2.8e-2; docs/perf-notes-v3-fast.md).
  *
  * Domain: every width a multiple of 4, every pointer 16-byte aligned, and a
@@ -178,6 +178,16 @@ cudaError_t v2_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x,
 cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                              const float *h2, const float *dout, int batch, const atk_grads_t *g,
                              int accumulate, float *workspace, cudaStream_t stream);
+
+/* The second half of v2_fast_backward: the six weight and bias gradients from
+ * x, the records and dout, and dh2_pre, dh1_pre already in the workspace
+ * where v2_workspace_carve puts them (the first half's launches, or another
+ * kernel computing the same tensors, wrote them). Inside the fast domain only:
+ * the caller has checked it (topology, batch, 16-byte alignment of every
+ * pointer, as v2_fast_backward does). */
+cudaError_t v2_fast_weight_grads(atk_dims_t d, const float *x, const float *h1, const float *h2,
+                                 const float *dout, int batch, const atk_grads_t *g, int accumulate,
+                                 float *workspace, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

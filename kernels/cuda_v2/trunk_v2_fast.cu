@@ -504,7 +504,7 @@ extern "C" cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, con
         return v2_backward(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream);
     cudaError_t e;
     const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
-    float *const dh2 = W.dh2, *const dh1 = W.dh1, *const partials = W.partials;
+    float *const dh2 = W.dh2, *const dh1 = W.dh1;
 
     /* dh_pre = (d · Wᵀ) ⊙ ELU'(y): A = d [batch, N_out] k-contiguous, B = Wᵀ
      * [N_out, K] from the transposed copies, n-contiguous: the forward's
@@ -525,7 +525,17 @@ extern "C" cudaError_t v2_fast_backward(atk_dims_t d, const atk_params_t *p, con
                          .with_y(h1);
     if ((e = gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, stream)) != cudaSuccess)
         return e;
+    return v2_fast_weight_grads(d, x, h1, h2, dout, batch, gr, accumulate, workspace, stream);
+}
 
+extern "C" cudaError_t v2_fast_weight_grads(atk_dims_t d, const float *x, const float *h1,
+                                            const float *h2, const float *dout, int batch,
+                                            const atk_grads_t *gr, int accumulate, float *workspace,
+                                            cudaStream_t stream)
+{
+    cudaError_t e;
+    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    float *const dh2 = W.dh2, *const dh1 = W.dh1, *const partials = W.partials;
     int nc, len;
     chunk_plan(grad_tiles(d), batch, nc, len);
     const v2_grad_layout_t L = v2_grad_layout(d);

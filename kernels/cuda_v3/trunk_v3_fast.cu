@@ -3,8 +3,9 @@
  * (trunk_v3_fast.h): which kernels a call runs. No kernels of its own: the
  * exact path below V2_FAST_MIN_BATCH (trunk_v3.cu); from V3_WGMMA_MIN_BATCH
  * the Hopper layer GEMM for the forward (trunk_v3_fast_wgmma.cu, staging
- * variant 2) where the device runs it; cuda-v2's fast kernels for the rest
- * (trunk_v2_fast.cu, linked from auxtrunk_kernels_cuda_v2).
+ * variant 2) and for the backward's hidden gradients where the device runs
+ * it; cuda-v2's fast kernels for the rest (trunk_v2_fast.cu, linked from
+ * auxtrunk_kernels_cuda_v2), the weight gradients included.
  */
 #include "trunk_v3_fast.h"
 
@@ -30,6 +31,25 @@ bool wgmma_forward_takes(atk_dims_t d, const atk_params_t *p, const float *x, in
            v3_wgmma_layer_supported(batch, d.aux, d.h2) && aligned16(x) && aligned16(h1) &&
            aligned16(h2) && aligned16(out) && aligned16(p->w1) && aligned16(p->w2) &&
            aligned16(p->w3);
+}
+
+/* The wgmma hidden gradients take the backward: as above for the forward,
+ * plus what cuda-v2's fast weight gradients need after them (its fast
+ * domain, every pointer they read or write 16-byte aligned; dh2_pre and
+ * dh1_pre in the workspace are then aligned too, every width being a
+ * multiple of 4). A null pointer goes to cuda-v2's backward, which refuses
+ * it. */
+bool wgmma_backward_takes(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                          const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                          const float *workspace)
+{
+    return p && g && x && h1 && h2 && dout && workspace && batch >= V3_WGMMA_MIN_BATCH &&
+           v3_wgmma_available() && v2_fast_supported(d) &&
+           v3_wgmma_layer_supported(batch, d.h2, d.aux) &&
+           v3_wgmma_layer_supported(batch, d.h1, d.h2) && aligned16(x) && aligned16(h1) &&
+           aligned16(h2) && aligned16(dout) && aligned16(p->w2) && aligned16(p->w3) &&
+           aligned16(workspace) && aligned16(g->dw1) && aligned16(g->db1) && aligned16(g->dw2) &&
+           aligned16(g->db2) && aligned16(g->dw3) && aligned16(g->db3);
 }
 
 } /* namespace */
@@ -73,5 +93,15 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
 {
     if (batch < V2_FAST_MIN_BATCH)
         return v3_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
-    return v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    if (!wgmma_backward_takes(d, p, x, h1, h2, dout, batch, g, workspace))
+        return v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    /* dh2_pre and dh1_pre where cuda-v2's weight gradients read them */
+    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    cudaError_t e;
+    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, stream)) !=
+            cudaSuccess ||
+        (e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, stream)) !=
+            cudaSuccess)
+        return e;
+    return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
 }

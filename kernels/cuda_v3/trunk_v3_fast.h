@@ -14,10 +14,15 @@
  *                           kernels outside their domain;
  *   B >= V3_WGMMA_MIN_BATCH the forward on the Hopper layer GEMM below
  *   (4,096)                 (three launches, bias and ELU fused, staging
- *                           variant 2) where the device runs its sm_90a
- *                           image, the widths are in its domain and every
- *                           pointer is 16-byte aligned; the backward stays
- *                           cuda-v2's fast kernels.
+ *                           variant 2), and the backward's hidden gradients
+ *                           dh2_pre, dh1_pre on its ELU' form (two launches,
+ *                           the weights read as stored: no transposed copy),
+ *                           where the device runs its sm_90a image, the
+ *                           widths are in its domain and every pointer is
+ *                           16-byte aligned; the weight and bias gradients
+ *                           stay cuda-v2's fast launches
+ *                           (v2_fast_weight_grads), which read dh2_pre and
+ *                           dh1_pre from the workspace.
  * Deterministic (no atomics; a summation order fixed by the widths and the
  * batch), graph-capturable (no allocation, no synchronisation, launches on
  * the caller's stream only), no gradient for x.
@@ -31,7 +36,8 @@
  * errs on z by about 1e-3 · |z|, and ELU'(z) = e^z for z < 0 turns that into
  * a relative error of the hidden gradients where z lies within a few units of
  * 0. Inputs 100 times the unit scale (x in ±1e2) stay well inside the
- * tolerance (emulated: about 2.5e-3); at x in ±1e3 the weight gradients
+ * tolerance (emulated: about 2.5e-3; measured 2.8e-3 at B = 4,096 with the
+ * wgmma hidden gradients); at x in ±1e3 the weight gradients
  * exceed it (1.4e-2 measured on the H200; figures in
  * docs/perf-notes-v3-fast.md).
  *
@@ -42,7 +48,8 @@
  * with staging variant 1 it measured slower than cuda-v2's fast forward at
  * every batch; variant 2 is faster from B = 4,096 on the H200
  * (docs/perf-notes-v3-fast.md), hence V3_WGMMA_MIN_BATCH. Its own test
- * (tests/cuda/test_v3_fast_wgmma.cu) checks both variants.
+ * (tests/cuda/test_v3_fast_wgmma.cu) checks both variants and the hidden
+ * gradients.
  */
 #ifndef AUXTRUNK_TRUNK_V3_FAST_H
 #define AUXTRUNK_TRUNK_V3_FAST_H
@@ -100,6 +107,19 @@ int v3_wgmma_layer_supported(int m, int n, int k);
  * the domain or before a successful v3_wgmma_prepare on this device. */
 cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c, int m,
                            int n, int k, int elu, int staging, cudaStream_t stream);
+
+/* A hidden gradient of the backward on the same GEMM:
+ *     c [m, n] = (d [m, k] · wᵀ) ⊙ ELU'(y),  ELU' as auxtrunk_canon_elu_grad,
+ * w [n, k] the layer's weight as stored (n its inputs, k its outputs: W3 for
+ * dh2_pre with d = dout, y = h2; W2 for dh1_pre with d = dh2_pre, y = h1),
+ * y [m, n] the record. The tf32 wgmma's B operand (element (k, j) = w[j][k])
+ * is K-major as w is stored, so w is staged without a transpose (16-byte
+ * loads, rounded to nearest); d is truncated to TF32 as a is above. Same
+ * domain as v3_wgmma_layer (v3_wgmma_layer_supported), every pointer 16-byte
+ * aligned; one launch on stream, cudaErrorInvalidValue (nothing launched)
+ * outside it or before a successful v3_wgmma_prepare on this device. */
+cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y, float *c, int m,
+                                 int n, int k, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,13 +1,13 @@
 /*
  * trunk_v3_fast_wgmma.cu — cuda-v3's Hopper layer GEMM for fast mode: one
- * forward layer, out = act(a · W + b), on the TF32 tensor cores through
- * wgmma (sm_90a), the activations streamed into shared memory by the bulk
- * tensor copy engine (TMA) on mbarriers. Built for sm_90a only
- * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernel has no
- * image and v3_wgmma_available() answers 0. Correct on the H200, but slower
- * than cuda-v2's fast forward there at every batch measured
- * (docs/perf-notes-v3-fast.md), so fast mode does not call it yet; its test
- * is tests/cuda/test_v3_fast_wgmma.cu.
+ * forward layer, out = act(a · W + b), or one hidden gradient of the
+ * backward, dh = (d · Wᵀ) ⊙ ELU'(y), on the TF32 tensor cores through
+ * wgmma (sm_90a), the activations (or d) streamed into shared memory by the
+ * bulk tensor copy engine (TMA) on mbarriers. Built for sm_90a only
+ * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernels have no
+ * image and v3_wgmma_available() answers 0. Fast mode calls them from
+ * V3_WGMMA_MIN_BATCH (trunk_v3_fast.h, docs/perf-notes-v3-fast.md); their
+ * test is tests/cuda/test_v3_fast_wgmma.cu.
  *
  * What it guarantees: deterministic results (a fixed k order per output, no
  * atomics), nothing allocated, nothing synchronised, one launch on the
@@ -21,10 +21,12 @@
  * 128-column slice of the layer's output and walks 128-row tiles of the
  * batch (a persistent grid: blocks n-slice-major, so the blocks of one row
  * tile run side by side and share it in L2):
- *   - Wᵀ slice [128 n, K] is staged once per block by ordinary loads into
+ *   - the B slice [128 n, K] is staged once per block by ordinary loads into
  *     shared memory, K-major in 32-float slabs with the 128-byte swizzle the
- *     wgmma descriptors name (the tf32 wgmma takes K-major operands only,
- *     and W is n-contiguous), then fence.proxy.async for the tensor cores;
+ *     wgmma descriptors name (the tf32 wgmma takes K-major operands only):
+ *     for a forward layer Wᵀ (W is n-contiguous: a transpose on the way),
+ *     for a hidden gradient W's rows as they are (k-contiguous already);
+ *     then fence.proxy.async for the tensor cores;
  *   - the activations arrive as [128 rows, 32 k] slabs (16 KiB, the TMA box,
  *     128-byte swizzle, zero fill past B and K) in a ring of STAGES buffers,
  *     each completing on its mbarrier (expect_tx by thread 0, which issues
@@ -33,8 +35,9 @@
  *   - per slab each warpgroup issues four m64n128k8 wgmmas (its 64 rows),
  *     waits for them, and after a block barrier (the stage is free) thread
  *     0 refills the stage with the slab STAGES ahead;
- *   - epilogue from the accumulators: + bias, ELU (hardware exponential), one
- *     8-byte store per accumulator pair (each warp store covers whole
+ *   - epilogue from the accumulators: + bias, ELU (hardware exponential), or
+ *     ⊙ ELU'(y) with the record's elements loaded before the tile's wgmmas;
+ *     one 8-byte store per accumulator pair (each warp store covers whole
  *     32-byte sectors).
  */
 #include "trunk_v3_fast.h"
@@ -42,6 +45,7 @@
 #include <cuda.h> /* CUtensorMap and its enums; the driver is reached through the runtime */
 #include <cudaTypedefs.h>
 
+#include "auxtrunk_canon.h"
 #include "trunk_v3_sync.cuh"
 
 namespace {
@@ -63,9 +67,21 @@ constexpr int WT_BYTES = KMAX / BK * SLAB;
 constexpr int SMEM_BYTES = 1024 /* alignment slack */ + WT_BYTES + STAGES * SLAB + STAGES * 8;
 static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
 
+/* What a launch computes from the accumulators acc = a · B (B from w, as the
+ * staging reads it). */
+enum Epilogue {
+    EPI_BIAS_ACT = 0, /* c = act(acc + bias[n]): a forward layer (w [K, N]) */
+    EPI_ELU_GRAD = 1  /* c = acc ⊙ ELU'(y): a hidden gradient (w [N, K]) */
+};
+
+/* Staging of B for the hidden gradients: w [N, K] k-contiguous (the layer's
+ * weight as stored, its rows the gradient's columns), copied as it is. */
+constexpr int STAGING_ROWS = 0;
+
 struct Layer {
-    const float *w;    /* [K, N] n-contiguous */
-    const float *bias; /* [N] */
+    const float *w;    /* [K, N] n-contiguous, or [N, K] k-contiguous (STAGING_ROWS) */
+    const float *bias; /* EPI_BIAS_ACT: [N] */
+    const float *y;    /* EPI_ELU_GRAD: [M, N], the record whose ELU' scales acc */
     float *c;          /* [M, N] */
     int m, n, k;
     int elu;
@@ -217,9 +233,39 @@ __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &
     }
 }
 
+/* B staging for the hidden gradients (STAGING_ROWS): w is [N, K] with k
+ * contiguous, so B (element (k, n) = w[n][k]) is K-major as stored: the
+ * slice's rows n0 … n0+127 are copied row for row, 16 bytes at a time,
+ * rounded (cvt.rn). Chunk c of the slice is slab c / 1024, row (c / 8) % 128,
+ * 16-byte column c % 8: eight lanes read one 128-byte row segment and write
+ * one 128-byte swizzled row (no bank conflict); every load of a thread is
+ * issued before its stores. w is 16-byte aligned and k a multiple of 4. */
+__device__ __forceinline__ void stage_w_rows(unsigned char *wt, const Layer &L, int n0, int ks_n)
+{
+    constexpr int PER_SLAB = BN * BK / 4 / NT; /* chunks per thread and slab */
+    constexpr int MAXC = KMAX / BK * PER_SLAB;
+    const int tid = threadIdx.x, count = ks_n * PER_SLAB;
+    float4 v[MAXC];
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = tid + NT * i, r = (c >> 3) & (BN - 1), k = (c >> 10) * BK + (c & 7) * 4;
+        v[i] = i < count && n0 + r < L.n && k < L.k
+                   ? __ldg(reinterpret_cast<const float4 *>(L.w + (size_t)(n0 + r) * L.k + k))
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        if (i >= count)
+            break;
+        const int c = tid + NT * i, r = (c >> 3) & (BN - 1), q = c & 7;
+        *reinterpret_cast<float4 *>(wt + (c >> 10) * SLAB + sw128_off(r, q * 4)) = make_float4(
+            to_tf32_rn(v[i].x), to_tf32_rn(v[i].y), to_tf32_rn(v[i].z), to_tf32_rn(v[i].w));
+    }
+}
+
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
-template <int STAGING>
+template <int STAGING, int EPI>
 __global__ void __launch_bounds__(NT, 1)
     v3_wgmma_layer_kernel(const __grid_constant__ CUtensorMap a, Layer L)
 {
@@ -254,8 +300,10 @@ __global__ void __launch_bounds__(NT, 1)
             issue(t);
     }
 
-    /* Wᵀ slice */
-    if (STAGING == V3_WGMMA_STAGING_BLOCK4)
+    /* B slice */
+    if (STAGING == STAGING_ROWS)
+        stage_w_rows(gbase, L, n0, ks_n);
+    else if (STAGING == V3_WGMMA_STAGING_BLOCK4)
         stage_wt_block4(gbase, L, n0, ks_n);
     else
         stage_wt_scalar(gbase, L, n0, ks_n);
@@ -270,10 +318,23 @@ __global__ void __launch_bounds__(NT, 1)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int c = n0 + 8 * j + cq + e;
-            bias[2 * j + e] = c < L.n ? __ldg(L.bias + c) : 0.0f;
+            bias[2 * j + e] = EPI == EPI_BIAS_ACT && c < L.n ? __ldg(L.bias + c) : 0.0f;
         }
 
     for (int i = 0; i < tiles; i++) {
+        const int m0 = (group + i * groups) * BM;
+        /* ELU': this thread's 64 elements of the record, loaded before the
+         * tile's wgmmas so that they arrive while the tensor cores run. */
+        float2 y[2][16];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const int row = m0 + rw + 8 * h, col = n0 + 8 * j + cq;
+                y[h][j] = EPI == EPI_ELU_GRAD && row < L.m && col < L.n
+                              ? *reinterpret_cast<const float2 *>(L.y + (size_t)row * L.n + col)
+                              : make_float2(0.0f, 0.0f);
+            }
         float acc[64];
 #pragma unroll
         for (int r = 0; r < 64; r++)
@@ -293,7 +354,6 @@ __global__ void __launch_bounds__(NT, 1)
                 issue(t + STAGES);
         }
 
-        const int m0 = (group + i * groups) * BM;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int row = m0 + rw + 8 * h;
@@ -304,10 +364,15 @@ __global__ void __launch_bounds__(NT, 1)
             for (int j = 0; j < 16; j++) {
                 if (n0 + 8 * j + cq >= L.n) /* n is a multiple of 4: pairs are whole */
                     break;
-                float v0 = acc[4 * j + 2 * h] + bias[2 * j];
-                float v1 = acc[4 * j + 2 * h + 1] + bias[2 * j + 1];
-                if (L.elu)
-                    v0 = elu_fast(v0), v1 = elu_fast(v1);
+                float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+                if (EPI == EPI_ELU_GRAD) {
+                    v0 = auxtrunk_canon_elu_grad(v0, y[h][j].x);
+                    v1 = auxtrunk_canon_elu_grad(v1, y[h][j].y);
+                } else {
+                    v0 += bias[2 * j], v1 += bias[2 * j + 1];
+                    if (L.elu)
+                        v0 = elu_fast(v0), v1 = elu_fast(v1);
+                }
                 *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v0, v1);
             }
         }
@@ -319,8 +384,8 @@ __global__ void __launch_bounds__(NT, 1)
 
 /* ------------------------------------------------------------- host -- */
 
-/* Per device: whether v3_wgmma_prepare found the kernel's image and raised
- * its shared-memory limit there, and its multiprocessor count. */
+/* Per device: whether v3_wgmma_prepare found the kernels' image and raised
+ * their shared-memory limit there, and its multiprocessor count. */
 constexpr int MAX_DEVICES = 64;
 PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
 int g_ready[MAX_DEVICES];
@@ -337,6 +402,28 @@ int ready_device()
     return dev;
 }
 
+/* The A operand's tensor map ([m, k], k contiguous, [128 rows, 32 k] boxes)
+ * and the persistent grid for L, then one launch of kernel. */
+template <int STAGING, int EPI>
+cudaError_t launch(int dev, const float *a, Layer L, cudaStream_t stream)
+{
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {(cuuint64_t)L.k, (cuuint64_t)L.m};
+    const cuuint64_t strides[1] = {(cuuint64_t)L.k * sizeof(float)};
+    const cuuint32_t box[2] = {BK, BM}, estr[2] = {1, 1};
+    if (g_encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
+                 box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return cudaErrorInvalidValue;
+    L.tiles_n = (L.n + BN - 1) / BN;
+    L.tiles_m = (L.m + BM - 1) / BM;
+    int groups = g_sms[dev] / L.tiles_n;
+    groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
+    v3_wgmma_layer_kernel<STAGING, EPI><<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
+    return cudaGetLastError();
+}
+
 } /* namespace */
 
 extern "C" cudaError_t v3_wgmma_prepare(void)
@@ -348,9 +435,12 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
     if (dev < 0 || dev >= MAX_DEVICES)
         return cudaSuccess;
     g_ready[dev] = 0;
-    const void *const kernels[2] = {
-        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<V3_WGMMA_STAGING_SCALAR>),
-        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<V3_WGMMA_STAGING_BLOCK4>)};
+    const void *const kernels[3] = {
+        reinterpret_cast<const void *>(
+            v3_wgmma_layer_kernel<V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT>),
+        reinterpret_cast<const void *>(
+            v3_wgmma_layer_kernel<V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT>),
+        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<STAGING_ROWS, EPI_ELU_GRAD>)};
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kernels[0]) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image for this device: an answer, not an error */
@@ -363,7 +453,7 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         return e;
     if (smem_max < SMEM_BYTES)
         return cudaSuccess;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       SMEM_BYTES)) != cudaSuccess)
             return e;
@@ -399,26 +489,21 @@ extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const floa
         (staging != V3_WGMMA_STAGING_SCALAR && staging != V3_WGMMA_STAGING_BLOCK4) ||
         (staging == V3_WGMMA_STAGING_BLOCK4 && !aligned16(w)))
         return cudaErrorInvalidValue;
-    CUtensorMap map;
-    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
-    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(float)};
-    const cuuint32_t box[2] = {BK, BM}, estr[2] = {1, 1};
-    if (g_encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
-                 box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        return cudaErrorInvalidValue;
-    Layer L;
+    Layer L = {};
     L.w = w, L.bias = bias, L.c = c, L.m = m, L.n = n, L.k = k, L.elu = elu;
-    L.tiles_n = (n + BN - 1) / BN;
-    L.tiles_m = (m + BM - 1) / BM;
-    int groups = g_sms[dev] / L.tiles_n;
-    groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
     if (staging == V3_WGMMA_STAGING_BLOCK4)
-        v3_wgmma_layer_kernel<V3_WGMMA_STAGING_BLOCK4>
-            <<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
-    else
-        v3_wgmma_layer_kernel<V3_WGMMA_STAGING_SCALAR>
-            <<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
-    return cudaGetLastError();
+        return launch<V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT>(dev, a, L, stream);
+    return launch<V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT>(dev, a, L, stream);
+}
+
+extern "C" cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
+                                            float *c, int m, int n, int k, cudaStream_t stream)
+{
+    const int dev = ready_device();
+    if (dev < 0 || !d || !w || !y || !c || !v3_wgmma_layer_supported(m, n, k) || !aligned16(d) ||
+        !aligned16(w) || !aligned16(y) || !aligned16(c))
+        return cudaErrorInvalidValue;
+    Layer L = {};
+    L.w = w, L.y = y, L.c = c, L.m = m, L.n = n, L.k = k;
+    return launch<STAGING_ROWS, EPI_ELU_GRAD>(dev, d, L, stream);
 }

@@ -1,13 +1,20 @@
 /*
- * bench_v3_fast.cu — auxtrunk-bench-v3-fast: the forward of fast mode,
- * cuda-v2's (trunk_v2_fast.cu, mma.sync) against cuda-v3's Hopper layer
- * GEMM (trunk_v3_fast_wgmma.cu) in each weight-staging variant, on the
- * production topology 256/256/256/128 (docs/perf-notes-v3-fast.md quotes
- * it). For each batch: CUDA events around each call, a warm-up, the median
- * of --iters calls: the three-layer forward of each, and layer 1 alone of
- * each wgmma variant (the per-layer cost). Then the largest relative
- * difference between the wgmma forward's out and cuda-v2's (both TF32: a
- * sanity figure, about 1e-3, not a check).
+ * bench_v3_fast.cu — auxtrunk-bench-v3-fast: fast mode's forward and
+ * backward, cuda-v2's (trunk_v2_fast.cu, mma.sync) against cuda-v3's Hopper
+ * layer GEMM (trunk_v3_fast_wgmma.cu), on the production topology
+ * 256/256/256/128 (docs/perf-notes-v3-fast.md quotes it). For each batch:
+ * CUDA events around each call, a warm-up, the median of --iters calls.
+ * Forward table: the three-layer forward of each, in each wgmma
+ * weight-staging variant, and layer 1 alone of each variant (the per-layer
+ * cost); then the largest relative difference between the wgmma forward's
+ * out and cuda-v2's (both TF32: a sanity figure, about 1e-3, not a check).
+ * Backward table (on the records of cuda-v2's forward): cuda-v2's fast
+ * backward, cuda-v3's (v3_fast_backward: the wgmma hidden gradients, then
+ * cuda-v2's weight gradients), the weight gradients alone
+ * (v2_fast_weight_grads; cuda-v2's hidden gradients are its backward less
+ * that) and the two wgmma hidden-gradient launches alone; then the largest
+ * relative difference of dW1 between the two backwards (a sanity figure);
+ * from B = V2_FAST_MIN_BATCH on (the weight gradients' domain).
  *
  *   auxtrunk-bench-v3-fast [--batches 1024,4096,16384,65536] [--iters 50]
  *
@@ -29,6 +36,7 @@
 extern "C" {
 #include "rng.h"
 }
+#include "trunk_types.h"
 #include "trunk_v2.h"
 #include "trunk_v3_fast.h"
 
@@ -106,8 +114,7 @@ int main(int argc, char **argv)
     }
     if (iters < 1 || batches.empty())
         return 2;
-    CK(v2_fast_prepare());
-    CK(v3_wgmma_prepare());
+    CK(v3_fast_prepare());
     if (!v3_wgmma_available()) {
         fprintf(stderr, "auxtrunk-bench-v3-fast: this device does not run the sm_90a image\n");
         return 1;
@@ -165,5 +172,60 @@ int main(int argc, char **argv)
         CK(cudaFree(out2));
     }
     printf("(v2 fast runs cuda-v2's exact kernels below B = %d)\n", V2_FAST_MIN_BATCH);
+
+    printf("\nfast-mode backward, median of %d calls, µs (v3 fast: wgmma hidden gradients from "
+           "B = %d)\n",
+           iters, V3_WGMMA_MIN_BATCH);
+    printf("%8s %12s %12s %14s %14s %14s %12s\n", "B", "v2 fast bwd", "v3 fast bwd", "weight grads",
+           "v2 dh (diff)", "wgmma dh2+dh1", "dW1 diff");
+    const size_t P = v2_grad_layout(D).off[6];
+    for (int B : batches) {
+        if (B < V2_FAST_MIN_BATCH) { /* below the fast weight gradients' domain */
+            printf("%8d %12s\n", B, "-");
+            continue;
+        }
+        float *x = dev_random(&r, (size_t)B * D.enc, 1.0f);
+        float *dout = dev_random(&r, (size_t)B * D.aux, 1.0f);
+        float *h1, *h2, *out, *ws, *gv2, *gv3;
+        const size_t nws = v3_fast_workspace_floats(D, B);
+        CK(cudaMalloc(&h1, (size_t)B * D.h1 * sizeof(float)));
+        CK(cudaMalloc(&h2, (size_t)B * D.h2 * sizeof(float)));
+        CK(cudaMalloc(&out, (size_t)B * D.aux * sizeof(float)));
+        CK(cudaMalloc(&ws, nws * sizeof(float)));
+        CK(cudaMalloc(&gv2, P * sizeof(float)));
+        CK(cudaMalloc(&gv3, P * sizeof(float)));
+        CK(v2_fast_forward(D, &p, x, B, h1, h2, out, 0));
+        const v2_grad_layout_t L = v2_grad_layout(D);
+        auto grads_at = [&](float *base) {
+            atk_grads_t g;
+            g.dw1 = base + L.off[0], g.db1 = base + L.off[1], g.dw2 = base + L.off[2];
+            g.db2 = base + L.off[3], g.dw3 = base + L.off[4], g.db3 = base + L.off[5];
+            return g;
+        };
+        const atk_grads_t g2 = grads_at(gv2), g3 = grads_at(gv3);
+        const v2_workspace_t W = v2_workspace_carve(D, B, ws);
+        const double bv2 = median_us(
+            iters, [&] { return v2_fast_backward(D, &p, x, h1, h2, dout, B, &g2, 0, ws, 0); });
+        const double bv3 = median_us(
+            iters, [&] { return v3_fast_backward(D, &p, x, h1, h2, dout, B, &g3, 0, ws, 0); });
+        const double wg = median_us(
+            iters, [&] { return v2_fast_weight_grads(D, x, h1, h2, dout, B, &g3, 0, ws, 0); });
+        const double dh = median_us(iters, [&] {
+            cudaError_t e = v3_wgmma_hidden_grad(dout, p.w3, h2, W.dh2, B, D.h2, D.aux, 0);
+            return e != cudaSuccess
+                       ? e
+                       : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 0);
+        });
+        CK(v2_fast_backward(D, &p, x, h1, h2, dout, B, &g2, 0, ws, 0));
+        CK(v3_fast_backward(D, &p, x, h1, h2, dout, B, &g3, 0, ws, 0));
+        CK(cudaDeviceSynchronize());
+        const double diff = max_rel_diff(g3.dw1, g2.dw1, (size_t)D.enc * D.h1);
+        printf("%8d %12.1f %12.1f %14.1f %14.1f %14.1f %12.1e\n", B, bv2, bv3, wg, bv2 - wg, dh,
+               diff);
+        fflush(stdout);
+        float *bufs[] = {x, dout, h1, h2, out, ws, gv2, gv3};
+        for (float *b : bufs)
+            CK(cudaFree(b));
+    }
     return 0;
 }

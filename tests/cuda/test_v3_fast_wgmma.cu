@@ -13,6 +13,10 @@
  *     inputs of magnitude 1 and of 1e3 (large inputs: the ELU saturates and
  *     the linear part dominates; the error measure is scale-free);
  *   - both staging variants of the weights (V3_WGMMA_STAGING_*);
+ *   - the hidden gradient c = (d · wᵀ) ⊙ ELU'(y) (v3_wgmma_hidden_grad) the
+ *     same way, y an ELU record (ELU of pre-activations of either sign), for
+ *     the trunk's dh2_pre (k 128) and dh1_pre (k 256) shapes and shapes with
+ *     tails, d of magnitude 1 and 1e3 with pre-activations of 3 and 1e2;
  *   - a second call gives the same bits;
  *   - shapes outside the domain are refused with nothing written.
  * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
@@ -23,7 +27,9 @@
  * at most 1.5 · 2^-10 = 1.5e-3; the errors of the K terms are independent
  * and grow like sqrt(K) as the sum does, so the norm-relative error of a
  * stage is about that bound or less. LAYER_TOL = 3e-3 leaves a factor 2;
- * expected measurements: a few 1e-4.
+ * expected measurements: a few 1e-4. The hidden gradient is one such stage
+ * (d truncated, w rounded) times ELU'(y), a factor in [0, 1] that the
+ * reference forms in double from the same y: the same bound.
  */
 #include <check.h>
 #include <math.h>
@@ -61,6 +67,17 @@ static float *dev_from(const std::vector<float> &h)
     return d;
 }
 
+/* nc NaN-poisoned floats on the device followed by GUARD guard floats 1, 2,
+ * …, whose values go to guard_want. */
+static float *dev_poisoned(size_t nc, std::vector<float> &guard_want)
+{
+    std::vector<float> poison(nc + GUARD, tst_bits_f32(0x7fc0dead));
+    guard_want.resize(GUARD);
+    for (int i = 0; i < GUARD; i++)
+        guard_want[i] = poison[nc + i] = (float)(i + 1);
+    return dev_from(poison);
+}
+
 static void prepare_or_fail(void)
 {
     CUDA_OK(v3_wgmma_prepare());
@@ -75,6 +92,35 @@ typedef struct layer_case {
     int m, n, k, elu;
 } layer_case_t;
 
+/* Copies the device result (c and its guard floats) of two calls made by
+ * call(), checks the guards, the bits of the second call against the first,
+ * and that every element was written (finite; c was NaN-poisoned). */
+template <class F>
+static std::vector<float> two_calls(F call, float *dc, size_t nc,
+                                    const std::vector<float> &guard_want, const char *what)
+{
+    std::vector<float> got(nc + GUARD), again(nc + GUARD);
+    CUDA_OK(call());
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(got.data(), dc, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(call());
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(again.data(), dc, again.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < GUARD; i++)
+        ck_assert_msg(tst_f32_bits(got[nc + i]) == tst_f32_bits(guard_want[i]),
+                      "%s: wrote past c (guard float %d)", what, i);
+    size_t diff = 0, unwritten = 0;
+    for (size_t i = 0; i < nc; i++) {
+        diff += tst_f32_bits(got[i]) != tst_f32_bits(again[i]);
+        unwritten += !isfinite(got[i]);
+    }
+    ck_assert_msg(diff == 0, "%s: %zu elements differ between two calls", what, diff);
+    ck_assert_msg(unwritten == 0, "%s: %zu elements not written (still NaN) or not finite", what,
+                  unwritten);
+    got.resize(nc);
+    return got;
+}
+
 /* One layer on the device against the double reference; returns the error. */
 static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng_t *r)
 {
@@ -85,27 +131,15 @@ static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng
     tst_rng_fill(r, w.data(), nw, -ws, ws);
     tst_rng_fill(r, b.data(), c.n, -0.5f, 0.5f);
 
-    std::vector<float> poison(nc + GUARD, tst_bits_f32(0x7fc0dead)), guard_want(GUARD);
-    for (int i = 0; i < GUARD; i++)
-        guard_want[i] = poison[nc + i] = (float)(i + 1);
-    float *da = dev_from(a), *dw = dev_from(w), *db = dev_from(b), *dc = dev_from(poison);
+    std::vector<float> guard_want;
+    float *da = dev_from(a), *dw = dev_from(w), *db = dev_from(b),
+          *dc = dev_poisoned(nc, guard_want);
 
-    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, 0));
-    CUDA_OK(cudaDeviceSynchronize());
-    std::vector<float> got(nc + GUARD), again(nc + GUARD);
-    CUDA_OK(cudaMemcpy(got.data(), dc, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_OK(v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, 0));
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(again.data(), dc, again.size() * sizeof(float), cudaMemcpyDeviceToHost));
-
-    for (int i = 0; i < GUARD; i++)
-        ck_assert_msg(tst_f32_bits(got[nc + i]) == tst_f32_bits(guard_want[i]),
-                      "m %d n %d k %d: wrote past c (guard float %d)", c.m, c.n, c.k, i);
-    size_t diff = 0;
-    for (size_t i = 0; i < nc; i++)
-        diff += tst_f32_bits(got[i]) != tst_f32_bits(again[i]);
-    ck_assert_msg(diff == 0, "m %d n %d k %d: %zu elements differ between two calls", c.m, c.n, c.k,
-                  diff);
+    char what[96];
+    snprintf(what, sizeof what, "layer m %d n %d k %d", c.m, c.n, c.k);
+    const std::vector<float> got =
+        two_calls([&] { return v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, 0); },
+                  dc, nc, guard_want, what);
 
     double worst = 0, scale_ref = 0;
     size_t at = 0;
@@ -121,10 +155,7 @@ static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng
         }
         for (int j = 0; j < c.n; j++) {
             const double want = c.elu && ref[j] <= 0 ? expm1(ref[j]) : ref[j];
-            const float g = got[(size_t)i * c.n + j];
-            ck_assert_msg(isfinite(g), "m %d n %d k %d: c[%d][%d] = %g (not written?)", c.m, c.n,
-                          c.k, i, j, (double)g);
-            const double e = fabs((double)g - want);
+            const double e = fabs((double)got[(size_t)i * c.n + j] - want);
             if (e > worst)
                 worst = e, at = (size_t)i * c.n + j;
             scale_ref = fmax(scale_ref, fabs(want));
@@ -134,10 +165,66 @@ static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng
     printf("  wgmma layer m %5d n %3d k %3d %s, inputs ±%g: error %.2e (at %zu, limit %.0e)\n", c.m,
            c.n, c.k, c.elu ? "ELU " : "bias", (double)scale, rel, at, LAYER_TOL);
     fflush(stdout);
-    ck_assert_msg(rel <= LAYER_TOL, "m %d n %d k %d: error %.3g > %.0e", c.m, c.n, c.k, rel,
-                  LAYER_TOL);
+    ck_assert_msg(rel <= LAYER_TOL, "%s: error %.3g > %.0e", what, rel, LAYER_TOL);
     cudaFree(da), cudaFree(dw), cudaFree(db), cudaFree(dc);
     return rel;
+}
+
+/* One hidden gradient c [m, n] = (d [m, k] · wᵀ) ⊙ ELU'(y), w [n, k], on the
+ * device against the double reference; returns the error. d in ±scale, y =
+ * ELU(z) for z in ±zscale (float, as a record holds it). */
+static double run_hidden_grad(const layer_case_t &c, float scale, float zscale, tst_rng_t *r)
+{
+    const size_t nd = (size_t)c.m * c.k, nw = (size_t)c.n * c.k, nc = (size_t)c.m * c.n;
+    std::vector<float> d(nd), w(nw), y(nc);
+    tst_rng_fill(r, d.data(), nd, -scale, scale);
+    const float ws = 1.0f / sqrtf((float)c.k);
+    tst_rng_fill(r, w.data(), nw, -ws, ws);
+    tst_rng_fill(r, y.data(), nc, -zscale, zscale);
+    for (size_t i = 0; i < nc; i++)
+        y[i] = y[i] > 0.0f ? y[i] : expm1f(y[i]);
+
+    std::vector<float> guard_want;
+    float *dd = dev_from(d), *dw = dev_from(w), *dy = dev_from(y),
+          *dc = dev_poisoned(nc, guard_want);
+    char what[96];
+    snprintf(what, sizeof what, "hidden grad m %d n %d k %d", c.m, c.n, c.k);
+    const std::vector<float> got =
+        two_calls([&] { return v3_wgmma_hidden_grad(dd, dw, dy, dc, c.m, c.n, c.k, 0); }, dc, nc,
+                  guard_want, what);
+
+    double worst = 0, scale_ref = 0;
+    size_t at = 0;
+    for (int i = 0; i < c.m; i++) {
+        const float *di = &d[(size_t)i * c.k];
+        for (int j = 0; j < c.n; j++) {
+            const float *wj = &w[(size_t)j * c.k];
+            double acc = 0;
+            for (int k = 0; k < c.k; k++)
+                acc += (double)di[k] * wj[k];
+            const double yv = y[(size_t)i * c.n + j];
+            const double want = yv > 0 ? acc : acc * (1.0 + yv);
+            const double e = fabs((double)got[(size_t)i * c.n + j] - want);
+            if (e > worst)
+                worst = e, at = (size_t)i * c.n + j;
+            scale_ref = fmax(scale_ref, fabs(want));
+        }
+    }
+    const double rel = worst / (scale_ref > 0 ? scale_ref : 1.0);
+    printf("  wgmma hidden grad m %5d n %3d k %3d, d ±%g, z ±%g: error %.2e (at %zu, limit %.0e)\n",
+           c.m, c.n, c.k, (double)scale, (double)zscale, rel, at, LAYER_TOL);
+    fflush(stdout);
+    ck_assert_msg(rel <= LAYER_TOL, "%s: error %.3g > %.0e", what, rel, LAYER_TOL);
+    cudaFree(dd), cudaFree(dw), cudaFree(dy), cudaFree(dc);
+    return rel;
+}
+
+/* How many of a test's cases run: all, or with AUXTRUNK_CUDA_TEST_QUICK=1
+ * (the sanitizer runs) the first 8, each list's cases up to 4,133 rows. */
+static size_t cases_to_run(size_t all)
+{
+    const char *quick = getenv("AUXTRUNK_CUDA_TEST_QUICK");
+    return quick && quick[0] == '1' && all > 8 ? 8 : all;
 }
 
 START_TEST(layer_matches_double_reference)
@@ -154,15 +241,39 @@ START_TEST(layer_matches_double_reference)
         {4133, 256, 256, 1},  {300, 20, 36, 1},     {513, 132, 132, 0},  {129, 12, 4, 1},
         {40000, 256, 256, 1}, {20011, 128, 256, 0},
     };
-    /* AUXTRUNK_CUDA_TEST_QUICK=1 (the sanitizer runs): the cases up to 4,133 rows */
-    const char *quick = getenv("AUXTRUNK_CUDA_TEST_QUICK");
-    const size_t n_cases = quick && quick[0] == '1' ? 8 : sizeof cases / sizeof cases[0];
+    const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
     double worst = 0;
     for (size_t i = 0; i < n_cases; i++)
         for (int staging = V3_WGMMA_STAGING_SCALAR; staging <= V3_WGMMA_STAGING_BLOCK4; staging++)
             for (int big = 0; big < 2; big++)
                 worst = fmax(worst, run_layer(cases[i], big ? 1e3f : 1.0f, staging, &r));
     printf("  wgmma layer worst error %.2e (limit %.0e)\n", worst, LAYER_TOL);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+END_TEST
+
+START_TEST(hidden_grad_matches_double_reference)
+{
+    prepare_or_fail();
+    if (!v3_wgmma_available()) {
+        printf("  no sm_90a device: the hidden-gradient kernel does not run here\n");
+        return;
+    }
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x72);
+    /* {m, n, k}: dh2_pre is n = H2, k = AUX; dh1_pre n = H1, k = H2 */
+    static const layer_case_t cases[] = {
+        {1, 256, 128, 0},     {97, 256, 256, 0},    {1024, 256, 128, 0}, {4133, 256, 256, 0},
+        {300, 20, 36, 0},     {513, 132, 132, 0},   {129, 12, 4, 0},     {4096, 256, 128, 0},
+        {40000, 256, 256, 0}, {20011, 256, 128, 0},
+    };
+    const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
+    double worst = 0;
+    for (size_t i = 0; i < n_cases; i++)
+        for (int big = 0; big < 2; big++)
+            worst =
+                fmax(worst, run_hidden_grad(cases[i], big ? 1e3f : 1.0f, big ? 1e2f : 3.0f, &r));
+    printf("  wgmma hidden grad worst error %.2e (limit %.0e)\n", worst, LAYER_TOL);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
 }
 END_TEST
@@ -192,6 +303,21 @@ START_TEST(outside_the_domain_is_refused)
     ck_assert_int_eq(
         v3_wgmma_layer(buf, w + 1, b, buf + 4096, 16, 256, 256, 1, V3_WGMMA_STAGING_BLOCK4, 0),
         cudaErrorInvalidValue);
+    /* the hidden gradient: k > 256, n not a multiple of 4, each pointer
+     * misaligned or null in turn */
+    float *c = buf + 4096;
+    const float *y = buf + 8192;
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 256, 260, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 254, 256, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf + 1, w, y, c, 16, 256, 256, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w + 1, y, c, 16, 256, 256, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y + 2, c, 16, 256, 256, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c + 1, 16, 256, 256, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, NULL, c, 16, 256, 256, 0), cudaErrorInvalidValue);
     CUDA_OK(cudaFree(buf));
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
 }
@@ -209,6 +335,7 @@ int main(void)
     TCase *tc = tcase_create("gpu");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, layer_matches_double_reference);
+    tcase_add_test(tc, hidden_grad_matches_double_reference);
     tcase_add_test(tc, outside_the_domain_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
