@@ -1102,8 +1102,9 @@ extern "C" cudaError_t v3_prepare(void)
     return cudaFree(probe);
 }
 
-extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
-                                  float *h1, float *h2, float *out, cudaStream_t stream)
+extern "C" cudaError_t v3_fused_forward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                        int batch, float *h1, float *h2, float *out,
+                                        cudaStream_t stream)
 {
     /* Row blocks that do not fit at once would run in two waves: cuda-v2 is
      * faster then (docs/perf-notes-v3.md). */
@@ -1120,10 +1121,10 @@ extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const flo
                           : launch_forward<4>(f, plan.clusters, stream);
 }
 
-extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                   const float *h1, const float *h2, const float *dout, int batch,
-                                   const atk_grads_t *g, int accumulate, float *workspace,
-                                   cudaStream_t stream)
+extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                         const float *h1, const float *h2, const float *dout,
+                                         int batch, const atk_grads_t *g, int accumulate,
+                                         float *workspace, cudaStream_t stream)
 {
     const Plan plan = plan_of(batch, g_bwd_clusters, true);
     float *const grad[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
@@ -1153,4 +1154,21 @@ extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const fl
     return plan.tm == 1   ? launch_backward<1>(f, plan.clusters, stream)
            : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
                           : launch_backward<4>(f, plan.clusters, stream);
+}
+
+extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                                  float *h1, float *h2, float *out, cudaStream_t stream)
+{
+    return batch <= V3_FUSED_MAX_BATCH ? v3_fused_forward(d, p, x, batch, h1, h2, out, stream)
+                                       : v2_forward(d, p, x, batch, h1, h2, out, stream);
+}
+
+extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                   const float *h1, const float *h2, const float *dout, int batch,
+                                   const atk_grads_t *g, int accumulate, float *workspace,
+                                   cudaStream_t stream)
+{
+    return batch <= V3_FUSED_MAX_BATCH
+               ? v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream)
+               : v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
 }
