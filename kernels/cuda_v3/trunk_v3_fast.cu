@@ -4,8 +4,9 @@
  * exact path below V2_FAST_MIN_BATCH (trunk_v3.cu); from V3_WGMMA_MIN_BATCH
  * the Hopper layer GEMM for the forward (trunk_v3_fast_wgmma.cu, staging
  * variant 2) and for the backward's hidden gradients where the device runs
- * it; cuda-v2's fast kernels for the rest (trunk_v2_fast.cu, linked from
- * auxtrunk_kernels_cuda_v2), the weight gradients included.
+ * it, and for the weight gradients after them (V3_WGMMA_WEIGHT_GRADS);
+ * cuda-v2's fast kernels for the rest (trunk_v2_fast.cu, linked from
+ * auxtrunk_kernels_cuda_v2).
  */
 #include "trunk_v3_fast.h"
 
@@ -58,7 +59,10 @@ extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
     const size_t exact = v3_workspace_floats(d, max_batch);
     const size_t fast = v2_fast_workspace_floats(d, max_batch);
-    return fast > exact ? fast : exact;
+    const size_t wgrad = v2_workspace_carve(d, max_batch, NULL).floats +
+                         v3_wgmma_weight_grads_floats(d, max_batch);
+    const size_t most = fast > exact ? fast : exact;
+    return wgrad > most ? wgrad : most;
 }
 
 extern "C" cudaError_t v3_fast_prepare(void)
@@ -103,5 +107,8 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
         (e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, stream)) !=
             cudaSuccess)
         return e;
+    if (V3_WGMMA_WEIGHT_GRADS)
+        return v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
+                                     W.partials, stream);
     return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
 }

@@ -19,10 +19,12 @@
  *                           the weights read as stored: no transposed copy),
  *                           where the device runs its sm_90a image, the
  *                           widths are in its domain and every pointer is
- *                           16-byte aligned; the weight and bias gradients
- *                           stay cuda-v2's fast launches
- *                           (v2_fast_weight_grads), which read dh2_pre and
- *                           dh1_pre from the workspace.
+ *                           16-byte aligned; then the weight and bias
+ *                           gradients from dh2_pre and dh1_pre in the
+ *                           workspace: on the same GEMM's tensor cores
+ *                           (v3_wgmma_weight_grads, two launches) where
+ *                           V3_WGMMA_WEIGHT_GRADS is 1, else cuda-v2's
+ *                           fast launches (v2_fast_weight_grads).
  * Deterministic (no atomics; a summation order fixed by the widths and the
  * batch), graph-capturable (no allocation, no synchronisation, launches on
  * the caller's stream only), no gradient for x.
@@ -41,8 +43,9 @@
  * exceed it (1.4e-2 measured on the H200; figures in
  * docs/perf-notes-v3-fast.md).
  *
- * Workspace: the larger of cuda-v3's exact workspace and cuda-v2's fast
- * workspace (either may run).
+ * Workspace: the largest of cuda-v3's exact workspace, cuda-v2's fast
+ * workspace (either may run) and cuda-v2's carve (dh2_pre, dh1_pre, W2ᵀ,
+ * W3ᵀ) followed by v3_wgmma_weight_grads' chunk partials.
  *
  * The Hopper layer GEMM below (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a):
  * with staging variant 1 it measured slower than cuda-v2's fast forward at
@@ -120,6 +123,33 @@ cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, fl
  * outside it or before a successful v3_wgmma_prepare on this device. */
 cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y, float *c, int m,
                                  int n, int k, cudaStream_t stream);
+
+/* The weight and bias gradients on the same tensor cores, in two launches:
+ *     dW1 = xᵀ · dh1, dW2 = h1ᵀ · dh2, dW3 = h2ᵀ · dout, db = column sums,
+ * (dh1, dh2 the hidden gradients dh1_pre, dh2_pre), overwriting g, or g = g
+ * + result if accumulate. A grouped launch of 128 x 128 tiles x batch
+ * chunks writes one partial of all P = AUXTRUNK_PARAM_COUNT parameters per
+ * chunk (the ABI's flat layout, W1 b1 W2 b2 W3 b3) into partials; a second
+ * launch sums them in chunk order. Both operands are transposed into K-major
+ * shared memory on the way (16-byte loads, rounded to nearest); the bias sums
+ * are fp32 sums of the unrounded g. Deterministic (no atomics, an order fixed
+ * by the widths and the batch). Domain: every width a multiple of 4, batch >=
+ * 1, every pointer 16-byte aligned and non-null; one pair of launches on
+ * stream, cudaErrorInvalidValue (nothing launched) outside it or before a
+ * successful v3_wgmma_prepare on this device.
+ * partials holds v3_wgmma_weight_grads_floats(d, batch) floats:
+ * min(264 / tiles, ceil(batch / 256)) · P (tiles: the 128 x 128 tiles of the
+ * three weights, 10 for the production topology, so at most 26 · P), never
+ * fewer for a larger batch; 0 outside the domain. */
+size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch);
+cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
+                                  const float *h2, const float *dout, const float *dh1,
+                                  const float *dh2, int batch, const atk_grads_t *g,
+                                  int accumulate, float *partials, cudaStream_t stream);
+
+/* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's
+ * v2_fast_weight_grads (0) after the wgmma hidden gradients. */
+#define V3_WGMMA_WEIGHT_GRADS 1
 
 #ifdef __cplusplus
 }

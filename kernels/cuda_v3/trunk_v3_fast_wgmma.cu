@@ -3,7 +3,10 @@
  * forward layer, out = act(a · W + b), or one hidden gradient of the
  * backward, dh = (d · Wᵀ) ⊙ ELU'(y), on the TF32 tensor cores through
  * wgmma (sm_90a), the activations (or d) streamed into shared memory by the
- * bulk tensor copy engine (TMA) on mbarriers. Built for sm_90a only
+ * bulk tensor copy engine (TMA) on mbarriers; and the backward's weight and
+ * bias gradients on the same wgmma (v3_wgmma_wgrad_kernel, described there:
+ * their operands are transposed on the way into shared memory, so ordinary
+ * 16-byte loads instead of TMA). Built for sm_90a only
  * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernels have no
  * image and v3_wgmma_available() answers 0. Fast mode calls them from
  * V3_WGMMA_MIN_BATCH (trunk_v3_fast.h, docs/perf-notes-v3-fast.md); their
@@ -45,6 +48,7 @@
 #include <cuda.h> /* CUtensorMap and its enums; the driver is reached through the runtime */
 #include <cudaTypedefs.h>
 
+#include "auxtrunk.h"
 #include "auxtrunk_canon.h"
 #include "trunk_v3_sync.cuh"
 
@@ -66,6 +70,11 @@ constexpr int KMAX = 256;         /* widest K whose Wᵀ slice stays resident */
 constexpr int WT_BYTES = KMAX / BK * SLAB;
 constexpr int SMEM_BYTES = 1024 /* alignment slack */ + WT_BYTES + STAGES * SLAB + STAGES * 8;
 static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
+/* The weight gradients' ring: 2 stages of an A and a B slab. */
+constexpr int WG_SMEM_BYTES = 1024 /* alignment slack */ + 2 * 2 * SLAB;
+static_assert(NT / 32 * BN * 4 <= 2 * 2 * SLAB, "the bias sums' scratch fits in the ring");
+/* Most blocks of the grouped weight-gradient launch: tiles x chunks (two per SM). */
+constexpr int WG_MAX_BLOCKS = 264;
 
 /* What a launch computes from the accumulators acc = a · B (B from w, as the
  * staging reads it). */
@@ -263,6 +272,41 @@ __device__ __forceinline__ void stage_w_rows(unsigned char *wt, const Layer &L, 
     }
 }
 
+/* Weight gradients: rows b … b+3 of t [rows, width] at columns c … c+3, zero
+ * past b_end or the width (a multiple of 4, so a column group is whole). */
+__device__ __forceinline__ void load_rows4(float4 (&r)[4], const float *t, int width, int c, int b,
+                                           int b_end)
+{
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        r[e] = b + e < b_end && c < width
+                   ? __ldg(reinterpret_cast<const float4 *>(t + (size_t)(b + e) * width + c))
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+/* The 4 x 4 block r (rows: 4 batch rows kb·4 …, columns: 4g … 4g+3 of the
+ * slice) stored transposed and rounded into a K-major slab (row = column of
+ * the slice, k = batch row), rotated across lanes as stage_wt_block4 does
+ * (no bank conflict). */
+__device__ __forceinline__ void store_block_t(unsigned char *slab, const float4 (&r)[4], int g,
+                                              int kb)
+{
+#pragma unroll
+    for (int st = 0; st < 4; st++) {
+        /* c depends on the lane: selects, not a branch per store (this runs per slab) */
+        const int c = (st + (g >> 1)) & 3;
+        float4 v = block_column(r, 0);
+#pragma unroll
+        for (int cc = 1; cc < 4; cc++) {
+            const float4 w = block_column(r, cc);
+            const bool take = c == cc;
+            v = make_float4(take ? w.x : v.x, take ? w.y : v.y, take ? w.z : v.z, take ? w.w : v.w);
+        }
+        *reinterpret_cast<float4 *>(slab + sw128_off(4 * g + c, 4 * kb)) =
+            make_float4(to_tf32_rn(v.x), to_tf32_rn(v.y), to_tf32_rn(v.z), to_tf32_rn(v.w));
+    }
+}
+
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 template <int STAGING, int EPI>
@@ -382,6 +426,153 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
+/* One weight gradient of the grouped launch: dw [m, n] = aᵀ · g over the
+ * batch, db [n] = the column sums of g. */
+struct WGrad {
+    const float *a; /* [B, m] */
+    const float *g; /* [B, n] */
+    int m, n;
+    int tiles_n;
+    int tile0;     /* its first block (blockIdx.x) */
+    size_t dw_off; /* where it lies in a chunk partial (the ABI's flat layout) */
+    size_t db_off;
+};
+
+struct WGrads {
+    WGrad q[3]; /* dW1 (x, dh1), dW2 (h1, dh2), dW3 (h2, dout) */
+    float *partials;
+    size_t stride; /* floats per chunk partial: P */
+    int batch, chunk_len;
+};
+
+/* Block (tile, chunk): one 128 x 128 tile of one gradient over the batch
+ * rows of one chunk, into that chunk's partial. Per 32-row slab each thread
+ * holds one 4 x 4 block of each operand (loaded one slab ahead, while the
+ * tensor cores run), stores it transposed into the K-major slabs of a 2-deep
+ * ring, and each warpgroup issues four m64n128k8 wgmmas for its 64 rows. The
+ * ring is safe with one barrier per slab: stage s % 2 is written at slab s
+ * after every thread has passed slab s - 1's barrier, hence waited for slab
+ * s - 2's wgmmas, the last to read it. */
+__global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_constant__ WGrads G)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const unsigned raw = smem_u32(smem_raw);
+    const unsigned base = (raw + 1023u) & ~1023u;
+    unsigned char *const gbase = smem_raw + (base - raw);
+
+    const int t = blockIdx.x;
+    const WGrad &Q = G.q[t >= G.q[2].tile0 ? 2 : t >= G.q[1].tile0 ? 1 : 0];
+    const int mt = (t - Q.tile0) / Q.tiles_n, nt = (t - Q.tile0) % Q.tiles_n;
+    const int m0 = mt * BM, n0 = nt * BN;
+    const int b_begin = blockIdx.y * G.chunk_len;
+    const int b_end = min(G.batch, b_begin + G.chunk_len);
+    const int slabs = (b_end - b_begin + BK - 1) / BK;
+
+    const int tid = threadIdx.x, g = tid & 31, kb = tid >> 5, wg = tid >> 7;
+    const int ca = m0 + 4 * g, cg = n0 + 4 * g;
+    float4 ra[4], rg[4];
+    load_rows4(ra, Q.a, Q.m, ca, b_begin + 4 * kb, b_end);
+    load_rows4(rg, Q.g, Q.n, cg, b_begin + 4 * kb, b_end);
+    float4 dbs = make_float4(0.0f, 0.0f, 0.0f, 0.0f); /* this thread's column sums of g */
+    float acc[64];
+#pragma unroll
+    for (int r = 0; r < 64; r++)
+        acc[r] = 0.0f;
+
+    for (int s = 0; s < slabs; s++) {
+        const int stage = (s & 1) * 2 * SLAB;
+        store_block_t(gbase + stage, ra, g, kb);
+        store_block_t(gbase + stage + SLAB, rg, g, kb);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dbs.x += rg[e].x, dbs.y += rg[e].y, dbs.z += rg[e].z, dbs.w += rg[e].w;
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
+        __syncthreads();
+        if (s + 1 < slabs) {
+            const int b = b_begin + (s + 1) * BK + 4 * kb;
+            load_rows4(ra, Q.a, Q.m, ca, b, b_end);
+            load_rows4(rg, Q.g, Q.n, cg, b, b_end);
+        }
+        wgmma_fence();
+        const unsigned sa = base + stage + wg * (SLAB / 2), sb = base + stage + SLAB;
+#pragma unroll
+        for (int j = 0; j < BK / KSTEP; j++)
+            wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
+        wgmma_commit();
+        wgmma_wait_all();
+    }
+
+    float *const part = G.partials + (size_t)blockIdx.y * G.stride;
+    const int rw = wg * 64 + ((tid >> 5) & 3) * 16 + (g >> 2), cq = 2 * (g & 3);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = m0 + rw + 8 * h;
+        if (row >= Q.m)
+            continue;
+        float *dst = part + Q.dw_off + (size_t)row * Q.n + n0 + cq;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            if (n0 + 8 * j + cq >= Q.n) /* n is a multiple of 4: pairs are whole */
+                break;
+            *reinterpret_cast<float2 *>(dst + 8 * j) =
+                make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
+    }
+
+    if (mt == 0) { /* the bias sums: per thread over its rows, then the 8 warps in order */
+        __syncthreads(); /* every wgmma of the block has read the ring */
+        float *const red = reinterpret_cast<float *>(gbase); /* [8 warps][128 columns] */
+        *reinterpret_cast<float4 *>(red + kb * BN + 4 * g) = dbs;
+        __syncthreads();
+        if (tid < BN && n0 + tid < Q.n) {
+            float v = red[tid];
+#pragma unroll
+            for (int w = 1; w < NT / 32; w++)
+                v += red[w * BN + tid];
+            part[Q.db_off + n0 + tid] = v;
+        }
+    }
+#else
+    (void)G;
+#endif
+}
+
+/* The chunk sum: dst = (accumulate ? dst : 0) + partial 0 + partial 1 + …, in
+ * chunk order, 4 floats per thread (every segment of the flat layout starts
+ * and ends on a multiple of 4). */
+struct WSum {
+    const float *partials;
+    size_t stride;
+    int nc;
+    int accumulate;
+    size_t end[6]; /* end of gradient i in the flat layout (dW1 db1 dW2 db2 dW3 db3) */
+    float *dst[6];
+};
+
+constexpr int SUM_THREADS = 256;
+
+__global__ void __launch_bounds__(SUM_THREADS) v3_wgmma_wgrad_sum_kernel(const __grid_constant__ WSum R)
+{
+    const size_t i = ((size_t)blockIdx.x * SUM_THREADS + threadIdx.x) * 4;
+    if (i >= R.end[5])
+        return;
+    int q = 0;
+    while (i >= R.end[q])
+        q++;
+    float4 s = *reinterpret_cast<const float4 *>(R.partials + i);
+    for (int c = 1; c < R.nc; c++) {
+        const float4 v = *reinterpret_cast<const float4 *>(R.partials + (size_t)c * R.stride + i);
+        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    }
+    float4 *const d = reinterpret_cast<float4 *>(R.dst[q] + (i - (q ? R.end[q - 1] : 0)));
+    if (R.accumulate) {
+        const float4 o = *d;
+        s = make_float4(o.x + s.x, o.y + s.y, o.z + s.z, o.w + s.w);
+    }
+    *d = s;
+}
+
 /* ------------------------------------------------------------- host -- */
 
 /* Per device: whether v3_wgmma_prepare found the kernels' image and raised
@@ -424,6 +615,35 @@ cudaError_t launch(int dev, const float *a, Layer L, cudaStream_t stream)
     return cudaGetLastError();
 }
 
+/* The weight gradients' chunk plan, as cuda-v2's fast mode plans its own:
+ * at most min(WG_MAX_BLOCKS / tiles, ceil(batch / 256)) chunks, each a whole
+ * number of 32-row slabs; nc chunks of len rows cover the batch and none is
+ * empty. */
+int wgrad_tiles(atk_dims_t d)
+{
+    auto tiles = [](int m, int n) { return ((m + BM - 1) / BM) * ((n + BN - 1) / BN); };
+    return tiles(d.enc, d.h1) + tiles(d.h1, d.h2) + tiles(d.h2, d.aux);
+}
+
+int wgrad_chunk_bound(atk_dims_t d, int batch) /* >= nc, and monotone in batch */
+{
+    const int cap = WG_MAX_BLOCKS / wgrad_tiles(d) > 1 ? WG_MAX_BLOCKS / wgrad_tiles(d) : 1;
+    return (batch + 255) / 256 < cap ? (batch + 255) / 256 : cap;
+}
+
+void wgrad_chunks(atk_dims_t d, int batch, int &nc, int &len)
+{
+    const int want = wgrad_chunk_bound(d, batch);
+    len = ((batch + want - 1) / want + BK - 1) / BK * BK;
+    nc = (batch + len - 1) / len;
+}
+
+bool wgrad_dims_ok(atk_dims_t d)
+{
+    return d.enc > 0 && d.h1 > 0 && d.h2 > 0 && d.aux > 0 && d.enc % 4 == 0 && d.h1 % 4 == 0 &&
+           d.h2 % 4 == 0 && d.aux % 4 == 0;
+}
+
 } /* namespace */
 
 extern "C" cudaError_t v3_wgmma_prepare(void)
@@ -457,6 +677,12 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       SMEM_BYTES)) != cudaSuccess)
             return e;
+    if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_kernel),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES)) !=
+            cudaSuccess ||
+        (e = cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(v3_wgmma_wgrad_sum_kernel))) !=
+            cudaSuccess)
+        return e;
     if (!g_encode) {
         void *fn = nullptr;
         cudaDriverEntryPointQueryResult q;
@@ -506,4 +732,61 @@ extern "C" cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, cons
     Layer L = {};
     L.w = w, L.y = y, L.c = c, L.m = m, L.n = n, L.k = k;
     return launch<STAGING_ROWS, EPI_ELU_GRAD>(dev, d, L, stream);
+}
+
+extern "C" size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch)
+{
+    if (!wgrad_dims_ok(d) || batch <= 0)
+        return 0;
+    return (size_t)wgrad_chunk_bound(d, batch) * AUXTRUNK_PARAM_COUNT(&d);
+}
+
+extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
+                                             const float *h2, const float *dout, const float *dh1,
+                                             const float *dh2, int batch, const atk_grads_t *g,
+                                             int accumulate, float *partials, cudaStream_t stream)
+{
+    const int dev = ready_device();
+    const void *const in[7] = {x, h1, h2, dout, dh1, dh2, partials};
+    if (dev < 0 || !g || !wgrad_dims_ok(d) || batch <= 0)
+        return cudaErrorInvalidValue;
+    for (const void *ptr : in)
+        if (!ptr || !aligned16(ptr))
+            return cudaErrorInvalidValue;
+    float *const dst[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
+    for (const float *ptr : dst)
+        if (!ptr || !aligned16(ptr))
+            return cudaErrorInvalidValue;
+
+    int nc, len;
+    wgrad_chunks(d, batch, nc, len);
+    const size_t off[7] = {AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
+                           AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
+                           AUXTRUNK_PARAM_COUNT(&d)};
+    const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
+    const int ms[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};
+    WGrads G = {};
+    int tiles = 0;
+    for (int q = 0; q < 3; q++) {
+        WGrad &Q = G.q[q];
+        Q.a = acts[q], Q.g = grads[q], Q.m = ms[q], Q.n = ns[q];
+        Q.tiles_n = (Q.n + BN - 1) / BN;
+        Q.tile0 = tiles;
+        Q.dw_off = off[2 * q], Q.db_off = off[2 * q + 1];
+        tiles += ((Q.m + BM - 1) / BM) * Q.tiles_n;
+    }
+    G.partials = partials, G.stride = off[6], G.batch = batch, G.chunk_len = len;
+    v3_wgmma_wgrad_kernel<<<dim3((unsigned)tiles, (unsigned)nc), NT, WG_SMEM_BYTES, stream>>>(G);
+    cudaError_t e;
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+
+    WSum R = {};
+    R.partials = partials, R.stride = off[6], R.nc = nc, R.accumulate = accumulate;
+    for (int i = 0; i < 6; i++)
+        R.end[i] = off[i + 1], R.dst[i] = dst[i];
+    const size_t groups = off[6] / 4;
+    v3_wgmma_wgrad_sum_kernel<<<(unsigned)((groups + SUM_THREADS - 1) / SUM_THREADS), SUM_THREADS,
+                                0, stream>>>(R);
+    return cudaGetLastError();
 }

@@ -16,8 +16,7 @@
  * [min(max_batch, 1024), H2+H1], two tree nodes of all P parameters when
  * max_batch > 512): the two paths never run in one call. For the production
  * topology that is cuda-v2's figure (plugin/cuda_v2/plugin_cuda_v2.c). In
- * fast mode v3_fast_workspace_floats, the larger of that and cuda-v2's fast
- * workspace.
+ * fast mode v3_fast_workspace_floats (trunk_v3_fast.h says what it holds).
  */
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"

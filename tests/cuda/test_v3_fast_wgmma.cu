@@ -17,6 +17,13 @@
  *     same way, y an ELU record (ELU of pre-activations of either sign), for
  *     the trunk's dh2_pre (k 128) and dh1_pre (k 256) shapes and shapes with
  *     tails, d of magnitude 1 and 1e3 with pre-activations of 3 and 1e2;
+ *   - the weight and bias gradients (v3_wgmma_weight_grads: dW = aᵀ · g over
+ *     the batch, db = column sums, for the three layers at once) the same
+ *     way, for batches of 1, 37, one chunk and many, not multiples of the
+ *     32-row slab or the chunk, widths with tails past a 128 x 128 tile, a
+ *     and g of magnitude 1 and 1e2; the flat gradient buffer poisoned, every
+ *     element written, the guard floats after it untouched; then again with
+ *     accumulate onto random gradients;
  *   - a second call gives the same bits;
  *   - shapes outside the domain are refused with nothing written.
  * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
@@ -29,7 +36,9 @@
  * stage is about that bound or less. LAYER_TOL = 3e-3 leaves a factor 2;
  * expected measurements: a few 1e-4. The hidden gradient is one such stage
  * (d truncated, w rounded) times ELU'(y), a factor in [0, 1] that the
- * reference forms in double from the same y: the same bound.
+ * reference forms in double from the same y: the same bound. A weight
+ * gradient is one stage too (both operands rounded to nearest: 2^-10 per
+ * product), its bias sum an fp32 sum: the same bound holds with room.
  */
 #include <check.h>
 #include <math.h>
@@ -43,6 +52,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
+#include "auxtrunk.h"
 #include "bits.h"
 #include "rng.h"
 }
@@ -278,6 +288,139 @@ START_TEST(hidden_grad_matches_double_reference)
 }
 END_TEST
 
+typedef struct wgrad_case {
+    atk_dims_t d;
+    int batch;
+} wgrad_case_t;
+
+/* Norm-relative error of got against want (doubles), printed as name. */
+static double rel_error(const float *got, const double *want, size_t n, const char *name,
+                        const char *what)
+{
+    double worst = 0, scale_ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)got[i] - want[i]));
+        scale_ref = fmax(scale_ref, fabs(want[i]));
+    }
+    const double rel = worst / (scale_ref > 0 ? scale_ref : 1.0);
+    printf(" %s %.2e", name, rel);
+    ck_assert_msg(rel <= LAYER_TOL, "%s: %s error %.3g > %.0e", what, name, rel, LAYER_TOL);
+    return rel;
+}
+
+/* The six gradients of one case on the device (overwrite, then accumulate
+ * onto random gradients) against the double reference; returns the worst
+ * error. The activations and the hidden gradients are random in ±scale: the
+ * kernel does not relate them. */
+static double run_weight_grads(const wgrad_case_t &c, float scale, tst_rng_t *r)
+{
+    const atk_dims_t d = c.d;
+    const int B = c.batch;
+    const int ms[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};
+    std::vector<float> host[6]; /* x, h1, h2 (a); dh1, dh2, dout (g) */
+    float *dev[6];
+    for (int q = 0; q < 3; q++) {
+        host[q].resize((size_t)B * ms[q]);
+        host[3 + q].resize((size_t)B * ns[q]);
+    }
+    for (int i = 0; i < 6; i++) {
+        tst_rng_fill(r, host[i].data(), host[i].size(), -scale, scale);
+        dev[i] = dev_from(host[i]);
+    }
+    const size_t P = AUXTRUNK_PARAM_COUNT(&d);
+    const size_t off[6] = {AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
+                           AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d)};
+    std::vector<float> guard_want;
+    float *dg = dev_poisoned(P, guard_want);
+    const atk_grads_t g = {dg + off[0], dg + off[1], dg + off[2], dg + off[3], dg + off[4],
+                           dg + off[5]};
+    const size_t np = v3_wgmma_weight_grads_floats(d, B);
+    ck_assert_msg(np >= P, "partials: %zu floats for P = %zu", np, P);
+    float *dpart = NULL;
+    CUDA_OK(cudaMalloc(&dpart, np * sizeof(float)));
+
+    /* reference, flat layout: dW_q[i][j] = sum_b a_q[b][i] g_q[b][j], db_q[j] = sum_b g_q[b][j] */
+    std::vector<double> ref(P, 0.0);
+    for (int q = 0; q < 3; q++) {
+        const float *a = host[q].data(), *gq = host[3 + q].data();
+        double *dw = &ref[off[2 * q]], *db = &ref[off[2 * q + 1]];
+        for (int b = 0; b < B; b++) {
+            const float *ab = a + (size_t)b * ms[q], *gb = gq + (size_t)b * ns[q];
+            for (int j = 0; j < ns[q]; j++)
+                db[j] += gb[j];
+            for (int i = 0; i < ms[q]; i++) {
+                const double av = ab[i];
+                double *row = dw + (size_t)i * ns[q];
+                for (int j = 0; j < ns[q]; j++)
+                    row[j] += av * gb[j];
+            }
+        }
+    }
+
+    char what[96];
+    snprintf(what, sizeof what, "weight grads %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
+    auto call = [&](int accumulate) {
+        return v3_wgmma_weight_grads(d, dev[0], dev[1], dev[2], dev[5], dev[3], dev[4], B, &g,
+                                     accumulate, dpart, 0);
+    };
+    const std::vector<float> got = two_calls([&] { return call(0); }, dg, P, guard_want, what);
+    static const char *const names[6] = {"dW1", "db1", "dW2", "db2", "dW3", "db3"};
+    const size_t end[6] = {off[1], off[2], off[3], off[4], off[5], P};
+    printf("  wgmma weight grads %3d/%3d/%3d/%3d B %5d, inputs ±%g:", d.enc, d.h1, d.h2, d.aux, B,
+           (double)scale);
+    double worst = 0;
+    for (int i = 0; i < 6; i++)
+        worst = fmax(worst, rel_error(&got[off[i]], &ref[off[i]], end[i] - off[i], names[i], what));
+
+    /* accumulate: g0 + result */
+    std::vector<float> g0(P);
+    tst_rng_fill(r, g0.data(), P, -scale, scale);
+    CUDA_OK(cudaMemcpy(dg, g0.data(), P * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(call(1));
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> acc(P);
+    CUDA_OK(cudaMemcpy(acc.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < P; i++)
+        ref[i] += g0[i];
+    printf(" | accumulate:");
+    for (int i = 0; i < 6; i++)
+        worst = fmax(worst, rel_error(&acc[off[i]], &ref[off[i]], end[i] - off[i], names[i], what));
+    printf(" (limit %.0e)\n", LAYER_TOL);
+    fflush(stdout);
+    for (int i = 0; i < 6; i++)
+        cudaFree(dev[i]);
+    cudaFree(dg), cudaFree(dpart);
+    return worst;
+}
+
+START_TEST(weight_grads_match_double_reference)
+{
+    prepare_or_fail();
+    if (!v3_wgmma_available()) {
+        printf("  no sm_90a device: the weight-gradient kernel does not run here\n");
+        return;
+    }
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x73);
+    /* {enc, h1, h2, aux}, batch: the production topology at 1, 37, one
+     * chunk and many; widths past a 128-wide tile (132, 260, 136, 20, 12, 4) */
+    static const wgrad_case_t cases[] = {
+        {{256, 256, 256, 128}, 1},    {{256, 256, 256, 128}, 37},
+        {{36, 132, 20, 12}, 300},     {{132, 260, 136, 4}, 4133},
+        {{256, 256, 256, 128}, 4096}, {{4, 8, 12, 16}, 129},
+        {{256, 256, 256, 128}, 256},  {{256, 256, 256, 128}, 6700},
+        {{256, 256, 256, 128}, 40000}, {{256, 256, 256, 128}, 20011},
+    };
+    const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
+    double worst = 0;
+    for (size_t i = 0; i < n_cases; i++)
+        for (int big = 0; big < 2; big++)
+            worst = fmax(worst, run_weight_grads(cases[i], big ? 1e2f : 1.0f, &r));
+    printf("  wgmma weight grads worst error %.2e (limit %.0e)\n", worst, LAYER_TOL);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+END_TEST
+
 START_TEST(outside_the_domain_is_refused)
 {
     prepare_or_fail();
@@ -318,6 +461,45 @@ START_TEST(outside_the_domain_is_refused)
     ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c + 1, 16, 256, 256, 0),
                      cudaErrorInvalidValue);
     ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, NULL, c, 16, 256, 256, 0), cudaErrorInvalidValue);
+    /* the weight gradients: a width not a multiple of 4, batch 0, each
+     * pointer misaligned or null in turn; nothing written */
+    const atk_dims_t td = {8, 8, 8, 8}, odd = {8, 6, 8, 8};
+    const float *in = buf + 16384;
+    float *gflat = buf + 65536;
+    CUDA_OK(cudaMemset(gflat, 0, 4096 * sizeof(float)));
+    atk_grads_t tg = {gflat, gflat + 64, gflat + 128, gflat + 192, gflat + 256, gflat + 320};
+    float *part = buf + 131072;
+    ck_assert_uint_eq(v3_wgmma_weight_grads_floats(odd, 16), 0);
+    ck_assert_int_eq(v3_wgmma_weight_grads(odd, in, in, in, in, in, in, 16, &tg, 0, part, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 0, &tg, 0, part, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, NULL, 0, part, 0),
+                     cudaErrorInvalidValue);
+    for (int i = 0; i < 7; i++)
+        for (int bad = 0; bad < 2; bad++) {
+            const float *p[7] = {in, in, in, in, in, in, part};
+            p[i] = bad ? NULL : p[i] + 1;
+            ck_assert_int_eq(v3_wgmma_weight_grads(td, p[0], p[1], p[2], p[3], p[4], p[5], 16,
+                                                   &tg, 0, const_cast<float *>(p[6]), 0),
+                             cudaErrorInvalidValue);
+        }
+    float **const tgp[6] = {&tg.dw1, &tg.db1, &tg.dw2, &tg.db2, &tg.dw3, &tg.db3};
+    for (int i = 0; i < 6; i++) {
+        float *const keep = *tgp[i];
+        *tgp[i] = keep + 2;
+        ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, &tg, 0, part, 0),
+                         cudaErrorInvalidValue);
+        *tgp[i] = NULL;
+        ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, &tg, 0, part, 0),
+                         cudaErrorInvalidValue);
+        *tgp[i] = keep;
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> untouched(4096);
+    CUDA_OK(cudaMemcpy(untouched.data(), gflat, 4096 * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 4096; i++)
+        ck_assert_msg(tst_f32_bits(untouched[i]) == 0, "refused call wrote gradient float %d", i);
     CUDA_OK(cudaFree(buf));
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
 }
@@ -336,6 +518,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, layer_matches_double_reference);
     tcase_add_test(tc, hidden_grad_matches_double_reference);
+    tcase_add_test(tc, weight_grads_match_double_reference);
     tcase_add_test(tc, outside_the_domain_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
