@@ -22,10 +22,16 @@
  *             then one task per row tile runs its MR samples through all
  *             three layers (rows are independent in section 1).
  *   backward  per chunk of C samples:
- *             rows    one task per row tile: dh2_pre and dh1_pre of its
- *                     samples (section 2), and its samples' share of the
- *                     chunk's packed dW operands; each thread packs its own
- *                     W3^T and W2^T before its first row tile of the call;
+ *             dh2     one task per (column group, row tile): dh2_pre
+ *                     (section 2) of the tile's samples in the group's
+ *                     columns, stored straight into the chunk's packed dW2
+ *                     operand and, as A tiles, into the dh1 product's
+ *                     operand; and the group's share of the tile's other
+ *                     packed dW operands;
+ *             dh1     the same for dh1_pre, from those A tiles;
+ *                     a group is one thread's columns (column_groups), and
+ *                     each thread packs its own copy of the W3^T / W2^T
+ *                     panels of the groups it runs, once per call;
  *             grads   one task per block of about 32 rows of dW1, dW2, dW3:
  *                     the chunk partials of its rows (and, in a layer's
  *                     first block, of the bias), then its rows' steps of the
@@ -74,7 +80,8 @@ typedef struct scratch {
     float *tile;      /* [MR][NR] */
     float *wt3, *wt2; /* this thread's B panels of W3^T (depth AUX, columns
                          H2) and W2^T (H2, H1) */
-    uint32_t packed;  /* the backward call they were packed for */
+    uint32_t *packed; /* per panel of wt3, then of wt2: the backward call it
+                         was packed for (0: never) */
 } scratch_t;
 
 struct cpb_trunk {
@@ -96,8 +103,11 @@ struct cpb_trunk {
     /* one chunk's dW operands: B panels of dout, dh2_pre, dh1_pre and A
      * tiles of h2, h1, x, each with depth cr (the chunk's samples) */
     float *g3, *g2, *g1, *a3, *a2, *a1;
+    float *ad2;         /* dh2_pre of the chunk as A tiles, depth H2: the dh1
+                           product's operand */
     float *stack;       /* [levels][set] pending tree nodes */
     scratch_t *scratch; /* one per thread */
+    uint32_t *marks;    /* the scratches' `packed` arrays */
 };
 
 /* floor(log2(nc)) + 1, the bits of nc: the most sets the stack holds for nc
@@ -137,6 +147,7 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
     TAKE(t->a3, tile_floats(t, d.h2, t->cr));
     TAKE(t->a2, tile_floats(t, d.h1, t->cr));
     TAKE(t->a1, tile_floats(t, d.enc, t->cr));
+    TAKE(t->ad2, tile_floats(t, t->cr, d.h2));
     TAKE(t->stack, (size_t)t->levels * t->set);
     const int32_t depth = max_i32(max_i32(d.enc, d.h1), max_i32(d.h2, d.aux));
     for (int32_t i = 0; i < threads; i++) {
@@ -173,11 +184,17 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
     cpb_status_t st = CPB_E_MEMORY;
     if (!(t->scratch = calloc((size_t)threads, sizeof *t->scratch)))
         goto fail_scratch;
+    const size_t panels = (size_t)blocks(t->d.h2, t->nr) + (size_t)blocks(t->d.h1, t->nr);
+    if (!(t->marks = calloc((size_t)threads * panels, sizeof *t->marks)))
+        goto fail_marks;
+    for (int32_t i = 0; i < threads; i++)
+        t->scratch[i].packed = t->marks + (size_t)i * panels;
     const size_t floats = carve(t, NULL, threads);
     if (!(t->mem = aligned_alloc(ALIGN_FLOATS * sizeof(float), floats * sizeof(float))))
         goto fail_mem;
     carve(t, t->mem, threads);
-    t->bytes = sizeof *t + (size_t)threads * sizeof *t->scratch + floats * sizeof(float);
+    t->bytes = sizeof *t + (size_t)threads * (sizeof *t->scratch + panels * sizeof *t->marks) +
+               floats * sizeof(float);
     if (cpb_pool_create(threads, &t->pool) != 0) {
         st = CPB_E_THREADS;
         goto fail_pool;
@@ -188,6 +205,8 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
 fail_pool:
     free(t->mem);
 fail_mem:
+    free(t->marks);
+fail_marks:
     free(t->scratch);
 fail_scratch:
     free(t);
@@ -200,6 +219,7 @@ void cpb_destroy(cpb_trunk_t *t)
         return;
     cpb_pool_destroy(t->pool);
     free(t->mem);
+    free(t->marks);
     free(t->scratch);
     free(t);
 }
@@ -421,63 +441,143 @@ typedef struct bwd_call {
     const atk_grads_t *g;
     int accumulate;
     int32_t nc;       /* chunks of the batch */
-    int32_t chunk;    /* the chunk of the current rows/grads phases */
+    int32_t chunk;    /* the chunk of the current phases */
     int32_t b0, rows; /* its first sample and its samples */
+    int32_t tiles;    /* its row tiles */
+    int32_t q2, q1;   /* column groups of the dh2 and dh1 phases */
     uint32_t call;    /* t->calls of this call */
 } bwd_call_t;
 
-/* This thread's W3^T and W2^T panels, once per call: every row task reads
- * all of them, so each thread keeps its own copy in its own cache rather
- * than reading panels another core wrote. */
-static void pack_wt(const bwd_call_t *c, scratch_t *s)
+/* Column groups of a hidden-gradient phase: one per thread, at most one per
+ * panel. With home ranges (cpb_pool.c) a thread then computes one group's
+ * columns for every row tile and packs only that group's W^T panels. */
+static int32_t column_groups(const cpb_trunk_t *t, int32_t n)
 {
-    const cpb_trunk_t *t = c->t;
-    const atk_dims_t d = t->d;
-    const int32_t nr = t->nr;
-    /* B(r = n, j = k) = W[k, n] for W [K, N]: columns are W's rows */
-    for (int32_t i = 0; i * nr < d.h2; i++)
-        pack(t->ops, s->wt3 + (size_t)i * d.aux * nr, (size_t)d.aux, 0,
-             c->p->w3 + (size_t)i * nr * d.aux, min_i32(nr, d.h2 - i * nr), d.aux, nr,
-             (size_t)d.aux, 1);
-    for (int32_t i = 0; i * nr < d.h1; i++)
-        pack(t->ops, s->wt2 + (size_t)i * d.h2 * nr, (size_t)d.h2, 0,
-             c->p->w2 + (size_t)i * nr * d.h2, min_i32(nr, d.h1 - i * nr), d.h2, nr, (size_t)d.h2,
-             1);
-    s->packed = c->call;
+    return min_i32(cpb_pool_threads(t->pool), blocks(n, t->nr));
 }
 
-/* Task i of a chunk's rows phase: samples [i*MR, +MR) of the chunk. */
-static void bwd_rows_task(void *ctx, int32_t i, int32_t thread)
+/* [*lo, *hi): part `q` of `n` things cut into `parts` ranges. */
+static void part_of(int32_t n, int32_t q, int32_t parts, int32_t *lo, int32_t *hi)
+{
+    *lo = (int32_t)((int64_t)q * n / parts);
+    *hi = (int32_t)((int64_t)(q + 1) * n / parts);
+}
+
+/* Panel `p` of W^T for W [K, N] (B(r = n, j = k) = W[k, n]: the panel's
+ * columns are rows p*NR... of W), into this thread's copy, once per call:
+ * the thread keeps the panels it reads in its own cache rather than reading
+ * panels another core wrote. `mark` is the panel's entry of s->packed. */
+static void pack_wt_panel(const cpb_trunk_t *t, float *panels, const float *w, int32_t K,
+                          int32_t N, int32_t p, uint32_t *mark, uint32_t call)
+{
+    if (*mark == call)
+        return;
+    const int32_t nr = t->nr;
+    pack(t->ops, panels + (size_t)p * N * nr, (size_t)N, 0, w + (size_t)p * nr * N,
+         min_i32(nr, K - p * nr), N, nr, (size_t)N, 1);
+    *mark = call;
+}
+
+/* out[0, rows) x [0, NR) of panel-layout destination `o` (row stride NR):
+ * the register tile of A tile `a` (depth `depth`) and B panel `bp`, stored in
+ * place when whole, else through the thread's tile buffer. */
+static void tile_into_panel(const cpb_trunk_t *t, const scratch_t *s, int32_t depth,
+                            const float *a, const float *bp, int32_t rows, float *o)
+{
+    const int32_t nr = t->nr;
+    if (rows == t->mr) {
+        t->ops->tile(depth, a, bp, (size_t)nr, NULL, o, (size_t)nr);
+        return;
+    }
+    t->ops->tile(depth, a, bp, (size_t)nr, NULL, s->tile, (size_t)nr);
+    memcpy(o, s->tile, (size_t)rows * nr * sizeof *o);
+}
+
+/* Columns [c0, c0 + cols) of a hidden gradient for `rows` samples, in panel
+ * layout (row stride NR, as the chunk's dW operand g wants it): d = d ⊙
+ * ELU'(y) with y the record's rows (stride n). */
+static void elu_grad_rows(const cpb_trunk_t *t, float *d, const float *y, size_t n, int32_t rows,
+                          int32_t cols)
+{
+    for (int32_t i = 0; i < rows; i++)
+        t->ops->elu_grad(d + (size_t)i * t->nr, y + (size_t)i * n, (size_t)cols);
+}
+
+/* Task (group q, row tile i) of a chunk's dh2 phase, task = q*tiles + i:
+ * dh2_pre (section 2) of the tile's samples in the group's columns, straight
+ * into the chunk's dW2 operand g2 and, as A tiles, into ad2 for the dh1
+ * phase; and the group's share of the tile's other dW operands (dout into
+ * g3; h2, h1, x into a3, a2, a1), which no hidden gradient depends on. */
+static void bwd_dh2_task(void *ctx, int32_t task, int32_t thread)
 {
     const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
     scratch_t *s = &t->scratch[thread];
-    if (s->packed != c->call)
-        pack_wt(c, s);
-    const int32_t lb = i * t->mr, rows = min_i32(t->mr, c->rows - lb);
-    const size_t b = (size_t)c->b0 + lb; /* first sample of the tile */
-    const float *dout = c->dout + b * d.aux, *h2 = c->h2 + b * d.h2, *h1 = c->h1 + b * d.h1;
-    float *dh2 = s->r2, *dh1 = s->r1;
+    const int32_t q = task / c->tiles, i = task % c->tiles;
+    const int32_t nr = t->nr, mr = t->mr;
+    const int32_t lb = i * mr, rows = min_i32(mr, c->rows - lb);
+    const size_t b = (size_t)c->b0 + lb, cr = (size_t)t->cr;
+    const float *dout = c->dout + b * d.aux, *h2 = c->h2 + b * d.h2;
+    int32_t lo, hi;
 
-    /* Section 2: dh2_pre from dout and W3, dh1_pre from dh2_pre and W2. */
-    pack(t->ops, s->a, (size_t)d.aux, 0, dout, rows, d.aux, t->mr, (size_t)d.aux, 1);
-    const operand_b_t wt3 = {NULL, s->wt3, NULL, NULL}, wt2 = {NULL, s->wt2, NULL, NULL};
-    rows_product(t, s->a, d.aux, &wt3, d.h2, rows, dh2, s->tile);
-    t->ops->elu_grad(dh2, h2, (size_t)rows * d.h2);
-    pack(t->ops, s->a, (size_t)d.h2, 0, dh2, rows, d.h2, t->mr, (size_t)d.h2, 1);
-    rows_product(t, s->a, d.h2, &wt2, d.h1, rows, dh1, s->tile);
-    t->ops->elu_grad(dh1, h1, (size_t)rows * d.h1);
+    pack(t->ops, s->a, (size_t)d.aux, 0, dout, rows, d.aux, mr, (size_t)d.aux, 1);
+    part_of(blocks(d.h2, nr), q, c->q2, &lo, &hi);
+    for (int32_t p = lo; p < hi; p++) {
+        pack_wt_panel(t, s->wt3, c->p->w3, d.h2, d.aux, p, &s->packed[p], c->call);
+        const int32_t c0 = p * nr, cols = min_i32(nr, d.h2 - c0);
+        float *o = t->g2 + ((size_t)p * cr + lb) * nr;
+        tile_into_panel(t, s, d.aux, s->a, s->wt3 + (size_t)p * d.aux * nr, rows, o);
+        elu_grad_rows(t, o, h2 + c0, (size_t)d.h2, rows, cols);
+        /* A(i = b, r = n) = dh2_pre[b, n] for the dh1 product */
+        pack(t->ops, t->ad2 + (size_t)i * d.h2 * mr, (size_t)d.h2, (size_t)c0, o, rows, cols, mr,
+             (size_t)nr, 1);
+    }
 
-    /* This tile's depth steps [lb, lb + rows) of the chunk's dW operands:
-     * B(r = b, j = n) = g[b, n] and A(i = k, r = b) = a[b, k]. */
-    const size_t cr = (size_t)t->cr;
-    pack(t->ops, t->g3, cr, lb, dout, d.aux, rows, t->nr, 1, (size_t)d.aux);
-    pack(t->ops, t->g2, cr, lb, dh2, d.h2, rows, t->nr, 1, (size_t)d.h2);
-    pack(t->ops, t->g1, cr, lb, dh1, d.h1, rows, t->nr, 1, (size_t)d.h1);
-    pack(t->ops, t->a3, cr, lb, h2, d.h2, rows, t->mr, 1, (size_t)d.h2);
-    pack(t->ops, t->a2, cr, lb, h1, d.h1, rows, t->mr, 1, (size_t)d.h1);
-    pack(t->ops, t->a1, cr, lb, c->x + b * d.enc, d.enc, rows, t->mr, 1, (size_t)d.enc);
+    /* This tile's depth steps [lb, lb + rows) of the other dW operands,
+     * B(r = b, j = n) = g[b, n] and A(i = k, r = b) = a[b, k], the group's
+     * share of each one's panels or tiles. */
+    const struct {
+        float *dst;
+        const float *src;
+        int32_t n, w;
+    } ops[4] = {{t->g3, dout, d.aux, nr},
+                {t->a3, h2, d.h2, mr},
+                {t->a2, c->h1 + b * d.h1, d.h1, mr},
+                {t->a1, c->x + b * d.enc, d.enc, mr}};
+    for (int32_t k = 0; k < 4; k++) {
+        const int32_t w = ops[k].w;
+        part_of(blocks(ops[k].n, w), q, c->q2, &lo, &hi);
+        if (lo < hi)
+            pack(t->ops, ops[k].dst + (size_t)lo * cr * w, cr, (size_t)lb, ops[k].src + lo * w,
+                 min_i32(ops[k].n, hi * w) - lo * w, rows, w, 1, (size_t)ops[k].n);
+    }
+}
+
+/* Task (group q, row tile i) of a chunk's dh1 phase: dh1_pre (section 2) of
+ * the tile's samples in the group's columns, from the tile's ad2, straight
+ * into the chunk's dW1 operand g1. */
+static void bwd_dh1_task(void *ctx, int32_t task, int32_t thread)
+{
+    const bwd_call_t *c = ctx;
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    scratch_t *s = &t->scratch[thread];
+    const int32_t q = task / c->tiles, i = task % c->tiles;
+    const int32_t nr = t->nr, mr = t->mr;
+    const int32_t lb = i * mr, rows = min_i32(mr, c->rows - lb);
+    const size_t b = (size_t)c->b0 + lb, cr = (size_t)t->cr;
+    uint32_t *marks = s->packed + blocks(d.h2, nr);
+    int32_t lo, hi;
+    part_of(blocks(d.h1, nr), q, c->q1, &lo, &hi);
+    for (int32_t p = lo; p < hi; p++) {
+        pack_wt_panel(t, s->wt2, c->p->w2, d.h1, d.h2, p, &marks[p], c->call);
+        const int32_t c0 = p * nr, cols = min_i32(nr, d.h1 - c0);
+        float *o = t->g1 + ((size_t)p * cr + lb) * nr;
+        tile_into_panel(t, s, d.h2, t->ad2 + (size_t)i * d.h2 * mr,
+                        s->wt2 + (size_t)p * d.h2 * nr, rows, o);
+        elu_grad_rows(t, o, c->h1 + b * d.h1 + c0, (size_t)d.h1, rows, cols);
+    }
 }
 
 /* Rows [k0, k0 + rows) of one weight gradient [K, N], all N columns, and,
@@ -624,12 +724,24 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
 {
     if (++t->calls == 0) /* 0 means "never packed" */
         t->calls = 1;
-    bwd_call_t c = {t, p, x, h1,      h2, dout, g, accumulate, auxtrunk_canon_chunks(batch),
-                    0, 0, 0, t->calls};
+    bwd_call_t c = {.t = t,
+                    .p = p,
+                    .x = x,
+                    .h1 = h1,
+                    .h2 = h2,
+                    .dout = dout,
+                    .g = g,
+                    .accumulate = accumulate,
+                    .nc = auxtrunk_canon_chunks(batch),
+                    .q2 = column_groups(t, t->d.h2),
+                    .q1 = column_groups(t, t->d.h1),
+                    .call = t->calls};
     for (c.chunk = 0; c.chunk < c.nc; c.chunk++) {
         c.b0 = c.chunk * C;
         c.rows = min_i32(C, batch - c.b0);
-        cpb_pool_run(t->pool, blocks(c.rows, t->mr), bwd_rows_task, &c);
+        c.tiles = blocks(c.rows, t->mr);
+        cpb_pool_run(t->pool, c.q2 * c.tiles, bwd_dh2_task, &c);
+        cpb_pool_run(t->pool, c.q1 * c.tiles, bwd_dh1_task, &c);
         cpb_pool_run(t->pool, grad_tasks(t), bwd_grads_task, &c);
     }
 }
