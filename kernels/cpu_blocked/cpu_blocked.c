@@ -32,13 +32,15 @@
  *                     a group is one thread's columns (column_groups), and
  *                     each thread packs its own copy of the W3^T / W2^T
  *                     panels of the groups it runs, once per call;
- *             grads   one task per block of about 32 rows of dW1, dW2, dW3:
- *                     the chunk partials of its rows (and, in a layer's
- *                     first block, of the bias), then its rows' steps of the
- *                     pairwise tree (the tree is element-wise, so each
- *                     block can run it alone). Row blocks are contiguous
- *                     memory, so two threads never write one cache line
- *                     but at a block's edge.
+ *             grads   one task per (column group, block of about 32 rows)
+ *                     of dW1, dW3, dW2: the chunk partials of its region
+ *                     (and, in a layer's first block, of the bias's
+ *                     columns), then its region's steps of the pairwise
+ *                     tree (the tree is element-wise, so each region can
+ *                     run it alone). The column groups are the dh phases',
+ *                     so the dW operand a task reads was packed on its own
+ *                     thread; two threads' regions meet only at a panel's
+ *                     edge.
  *
  * The pool (cpb_pool.c) gives each thread the same home range of a phase's
  * tasks in every call, so a task's outputs stay in one core's cache.
@@ -580,79 +582,107 @@ static void bwd_dh1_task(void *ctx, int32_t task, int32_t thread)
     }
 }
 
-/* Rows [k0, k0 + rows) of one weight gradient [K, N], all N columns, and,
- * for the first block of a layer, its bias: contiguous floats in a partial
- * set and in the caller's gradients, so tasks on different threads share at
- * most the cache line at a block's edge. */
+/* Rows [k0, k0 + rows) x columns [c0, c0 + cols) of one weight gradient
+ * [K, N] and, for the first row block of a layer, the same columns of its
+ * bias. A column group's columns are whole panels, so two threads' regions
+ * of one row meet at a panel's edge. */
 typedef struct region {
-    int32_t N, k0, rows, bias;
+    int32_t N, k0, rows, c0, cols, bias;
 } region_t;
 
 /* dst = src, or dst = dst + src (one addition, left operand first), over a
- * region's weight rows and bias. */
+ * region's weights and bias. */
 static void region_combine(const region_t *r, float *dw, float *db, const float *sw,
                            const float *sb, int add)
 {
-    const size_t n = (size_t)r->rows * r->N, at = (size_t)r->k0 * r->N;
-    float *restrict o = dw + at;
-    const float *restrict v = sw + at;
-    if (add)
-        for (size_t j = 0; j < n; j++)
-            o[j] = o[j] + v[j];
-    else
-        memcpy(o, v, n * sizeof *o);
+    for (int32_t k = r->k0; k < r->k0 + r->rows; k++) {
+        const size_t at = (size_t)k * r->N + r->c0;
+        float *restrict o = dw + at;
+        const float *restrict v = sw + at;
+        if (add)
+            for (int32_t j = 0; j < r->cols; j++)
+                o[j] = o[j] + v[j];
+        else
+            memcpy(o, v, (size_t)r->cols * sizeof *o);
+    }
     if (!r->bias)
         return;
     if (add)
-        for (int32_t j = 0; j < r->N; j++)
+        for (int32_t j = r->c0; j < r->c0 + r->cols; j++)
             db[j] = db[j] + sb[j];
     else
-        memcpy(db, sb, (size_t)r->N * sizeof *db);
+        memcpy(db + r->c0, sb + r->c0, (size_t)r->cols * sizeof *db);
 }
 
 /* Rows of a weight gradient per grads task: whole A tiles, about 32. */
 static int32_t grad_block_rows(const cpb_trunk_t *t) { return t->mr * blocks(32, t->mr); }
 
-/* Tasks of a chunk's grads phase: the row blocks of dW1, dW3, dW2. */
-static int32_t grad_tasks(const cpb_trunk_t *t)
+/* Column groups of the grads phase: those of the hidden gradients, so that
+ * group q's dW columns are those whose dW operand (g1, g2, g3) group q of
+ * the dh phases packed, on the same thread. */
+static int32_t grad_groups(const bwd_call_t *c) { return c->q1 > c->q2 ? c->q1 : c->q2; }
+
+/* One weight gradient as the grads phase sees it. */
+typedef struct grad_layer {
+    const float *a, *g; /* the chunk's packed operands */
+    float *gw, *gb;     /* the caller's gradients */
+    size_t ow, ob;      /* their offsets in a partial set */
+    int32_t K, N, groups;
+} grad_layer_t;
+
+/* Layer l of the grads phase: dW1, dW3, dW2 in that order (see below). */
+static grad_layer_t grad_layer(const bwd_call_t *c, int32_t l)
 {
-    const int32_t kb = grad_block_rows(t);
-    return blocks(t->d.enc, kb) + blocks(t->d.h1, kb) + blocks(t->d.h2, kb);
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    if (l == 0)
+        return (grad_layer_t){t->a1, t->g1, c->g->dw1, c->g->db1, AUXTRUNK_W1_OFFSET(&d),
+                              AUXTRUNK_B1_OFFSET(&d), d.enc, d.h1, c->q1};
+    if (l == 1)
+        return (grad_layer_t){t->a3, t->g3, c->g->dw3, c->g->db3, AUXTRUNK_W3_OFFSET(&d),
+                              AUXTRUNK_B3_OFFSET(&d), d.h2, d.aux, c->q2};
+    return (grad_layer_t){t->a2, t->g2, c->g->dw2, c->g->db2, AUXTRUNK_W2_OFFSET(&d),
+                          AUXTRUNK_B2_OFFSET(&d), d.h1, d.h2, c->q2};
 }
 
-/* Task i of a chunk's grads phase: one row block of dW1, dW3 or dW2, in
- * that order. For the production widths dW3's blocks are half the others'
- * work, so with two threads each home range holds the same work (dW1 and
- * half of dW3; the other half of dW3 and dW2) and nothing needs stealing. */
-static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
+/* Tasks of one column group in a chunk's grads phase: the row blocks of
+ * dW1, dW3, dW2. */
+static int32_t group_tasks(const cpb_trunk_t *t)
+{
+    const int32_t kb = grad_block_rows(t);
+    return blocks(t->d.enc, kb) + blocks(t->d.h2, kb) + blocks(t->d.h1, kb);
+}
+
+/* Task (group q, row block) of a chunk's grads phase, task = q *
+ * group_tasks + j: one row block of dW1, dW3 or dW2 (in that order within
+ * the group) over the group's columns. For the production widths each
+ * group holds the same work, so with home ranges nothing needs stealing,
+ * and the g operand a task reads was packed by its own thread. */
+static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
 {
     const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
-    const atk_dims_t d = t->d;
     const scratch_t *s = &t->scratch[thread];
     const int32_t nr = t->nr, mr = t->mr, kb = grad_block_rows(t);
-    const int32_t n1 = blocks(d.enc, kb), n3 = blocks(d.h2, kb);
-    const float *a, *g;
-    float *gw, *gb;
-    size_t ow, ob;
-    int32_t K, blk;
+    const int32_t per = group_tasks(t), q = task / per;
+    int32_t j = task % per, l = 0;
+    const int32_t nb[3] = {blocks(t->d.enc, kb), blocks(t->d.h2, kb), blocks(t->d.h1, kb)};
+    while (j >= nb[l])
+        j -= nb[l++];
+    const grad_layer_t L = grad_layer(c, l);
+    if (q >= L.groups)
+        return;
+    int32_t lo, hi;
+    part_of(blocks(L.N, nr), q, L.groups, &lo, &hi);
+    if (lo >= hi)
+        return;
     region_t r;
-    if (i < n1) {
-        a = t->a1, g = t->g1, gw = c->g->dw1, gb = c->g->db1;
-        ow = AUXTRUNK_W1_OFFSET(&d), ob = AUXTRUNK_B1_OFFSET(&d);
-        K = d.enc, r.N = d.h1, blk = i;
-    } else if (i < n1 + n3) {
-        a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3;
-        ow = AUXTRUNK_W3_OFFSET(&d), ob = AUXTRUNK_B3_OFFSET(&d);
-        K = d.h2, r.N = d.aux, blk = i - n1;
-    } else {
-        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
-        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
-        K = d.h1, r.N = d.h2, blk = i - n1 - n3;
-    }
-    r.k0 = blk * kb;
-    r.rows = min_i32(kb, K - r.k0);
-    r.bias = blk == 0;
+    r.N = L.N;
+    r.k0 = j * kb;
+    r.rows = min_i32(kb, L.K - r.k0);
+    r.c0 = lo * nr;
+    r.cols = min_i32(L.N, hi * nr) - r.c0;
+    r.bias = j == 0;
     const size_t cr = (size_t)t->cr;
 
     /* Where this chunk's partial goes: straight to the caller's gradients
@@ -660,44 +690,44 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     const int single = c->nc == 1;
     const int add = single && c->accumulate;
     int32_t depth = 0;
-    float *dw = gw, *db = gb;
+    float *dw = L.gw, *db = L.gb;
     if (!single) {
         depth = __builtin_popcount((unsigned)c->chunk);
-        dw = t->stack + (size_t)depth * t->set + ow;
-        db = t->stack + (size_t)depth * t->set + ob;
+        dw = t->stack + (size_t)depth * t->set + L.ow;
+        db = t->stack + (size_t)depth * t->set + L.ob;
     }
 
     /* Section 3, chunk partials: pw[k, n] = Σ_b a[b,k]·g[b,n] (fmaf chain),
      * pb[n] = Σ_b g[b,n] (additions), samples ascending from 0.0f. A panel
      * stays in L1 while the block's A tiles pass over it. */
-    for (int32_t p = 0; p * nr < r.N; p++) {
-        const float *panel = g + (size_t)p * cr * nr;
-        const int32_t c0 = p * nr, cols = min_i32(nr, r.N - c0);
+    for (int32_t p = lo; p < hi; p++) {
+        const float *panel = L.g + (size_t)p * cr * nr;
+        const int32_t c0 = p * nr, cols = min_i32(nr, L.N - c0);
         for (int32_t k0 = r.k0; k0 < r.k0 + r.rows; k0 += mr) {
-            const float *ak = a + (size_t)(k0 / mr) * cr * mr;
-            const int32_t kr = min_i32(mr, K - k0);
-            float *o = dw + (size_t)k0 * r.N + c0;
+            const float *ak = L.a + (size_t)(k0 / mr) * cr * mr;
+            const int32_t kr = min_i32(mr, L.K - k0);
+            float *o = dw + (size_t)k0 * L.N + c0;
             if (!add && kr == mr && cols == nr) {
-                t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)r.N);
+                t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)L.N);
                 continue;
             }
             t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
             for (int32_t k = 0; k < kr; k++)
-                for (int32_t j = 0; j < cols; j++) {
-                    const float v = s->tile[(size_t)k * nr + j];
-                    o[(size_t)k * r.N + j] = add ? o[(size_t)k * r.N + j] + v : v;
+                for (int32_t i = 0; i < cols; i++) {
+                    const float v = s->tile[(size_t)k * nr + i];
+                    o[(size_t)k * L.N + i] = add ? o[(size_t)k * L.N + i] + v : v;
                 }
         }
         if (!r.bias)
             continue;
         float *restrict pb = s->tile;
-        for (int32_t j = 0; j < nr; j++)
-            pb[j] = 0.0f;
+        for (int32_t i = 0; i < nr; i++)
+            pb[i] = 0.0f;
         for (int32_t b = 0; b < c->rows; b++)
-            for (int32_t j = 0; j < nr; j++)
-                pb[j] = pb[j] + panel[(size_t)b * nr + j];
-        for (int32_t j = 0; j < cols; j++)
-            db[c0 + j] = add ? db[c0 + j] + pb[j] : pb[j];
+            for (int32_t i = 0; i < nr; i++)
+                pb[i] = pb[i] + panel[(size_t)b * nr + i];
+        for (int32_t i = 0; i < cols; i++)
+            db[c0 + i] = add ? db[c0 + i] + pb[i] : pb[i];
     }
     if (single)
         return;
@@ -708,14 +738,16 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     const size_t n = t->set;
     depth++;
     for (uint32_t pushed = (uint32_t)c->chunk + 1; (pushed & 1u) == 0; pushed >>= 1, depth--)
-        region_combine(&r, st + (size_t)(depth - 2) * n + ow, st + (size_t)(depth - 2) * n + ob,
-                       st + (size_t)(depth - 1) * n + ow, st + (size_t)(depth - 1) * n + ob, 1);
+        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow,
+                       st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
+                       st + (size_t)(depth - 1) * n + L.ob, 1);
     if (c->chunk != c->nc - 1)
         return;
     for (; depth > 1; depth--)
-        region_combine(&r, st + (size_t)(depth - 2) * n + ow, st + (size_t)(depth - 2) * n + ob,
-                       st + (size_t)(depth - 1) * n + ow, st + (size_t)(depth - 1) * n + ob, 1);
-    region_combine(&r, gw, gb, st + ow, st + ob, c->accumulate);
+        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow,
+                       st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
+                       st + (size_t)(depth - 1) * n + L.ob, 1);
+    region_combine(&r, L.gw, L.gb, st + L.ow, st + L.ob, c->accumulate);
 }
 
 void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const float *h1,
@@ -742,6 +774,6 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
         c.tiles = blocks(c.rows, t->mr);
         cpb_pool_run(t->pool, c.q2 * c.tiles, bwd_dh2_task, &c);
         cpb_pool_run(t->pool, c.q1 * c.tiles, bwd_dh1_task, &c);
-        cpb_pool_run(t->pool, grad_tasks(t), bwd_grads_task, &c);
+        cpb_pool_run(t->pool, grad_groups(&c) * group_tasks(t), bwd_grads_task, &c);
     }
 }
