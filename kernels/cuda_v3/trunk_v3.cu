@@ -60,12 +60,14 @@ constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
 constexpr int PAIR = 2 * CHUNK; /* samples per weight-gradient tile */
 constexpr int SLAB = 64;        /* samples per staged slab of a gradient tile */
 constexpr int STAGES = 4;       /* slabs in flight */
+constexpr int RUN = 16;         /* samples per unrolled run of a tile's FMAs */
 /* Per-block flags, three sets (dh2 done, dh1 done, tree nodes done), one
  * 128-byte line each, so that pollers of one flag do not queue on another's. */
 constexpr int FLAG_STRIDE = 32;
 constexpr int FLAGS = 3 * MAX_BLOCKS * FLAG_STRIDE; /* words */
 enum { DH2_DONE = 0, DH1_DONE = 1, NODES_DONE = 2 };
 static_assert(CHUNK % SLAB == 0, "a chunk is a whole number of slabs");
+static_assert(SLAB % RUN == 0, "a full slab is a whole number of runs");
 static_assert(V3_MAX_BATCH <= 2 * PAIR, "the in-kernel tree has at most two pairs");
 static_assert(V3_MAX_BATCH <= MAX_CLUSTERS * 16 * 4, "TM = 4 covers the largest batch");
 
@@ -573,6 +575,25 @@ __device__ __forceinline__ void stage_slab(float *buf, const GradOf &G, int k0, 
     }
 }
 
+/* The FMAs of N consecutive staged samples into a thread's 2 x 4 outputs,
+ * in sample order: as, gs point at the first sample's activations and
+ * gradients of this thread (rows 32 floats apart). */
+template <int N>
+__device__ __forceinline__ void slab_fmas(float (&acc)[2][4], const float *as, const float *gs)
+{
+#pragma unroll
+    for (int r = 0; r < N; r++) {
+        const float2 a = *reinterpret_cast<const float2 *>(as + r * 32);
+        const float4 g = *reinterpret_cast<const float4 *>(gs + r * 32);
+        const float av[2] = {a.x, a.y}, gv[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                acc[i][j] = fmaf(av[i], gv[j], acc[i][j]);
+    }
+}
+
 /* dW tile [k0, k0 + 32) x [n0, n0 + 32) over the pair's samples [b0, b1):
  * thread (tk, tn) = (t % 16, t / 16) keeps rows k0 + 2 tk + i (i < 2) and
  * columns n0 + 4 tn + j; a warp reads 16 distinct 8-byte pieces of the
@@ -614,19 +635,17 @@ __device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, 
                 for (int j = 0; j < 4; j++)
                     left[i][j] = acc[i][j], acc[i][j] = 0.0f;
         }
-        const float *as = smem + (s % STAGES) * SLAB * 64, *gs = as + SLAB * 32;
+        const float *as = smem + (s % STAGES) * SLAB * 64 + 2 * tk;
+        const float *gs = smem + (s % STAGES) * SLAB * 64 + SLAB * 32 + 4 * tn;
         const int rows = min(SLAB, b1 - b0 - s * SLAB);
-#pragma unroll 4
-        for (int r = 0; r < rows; r++) {
-            const float2 a = *reinterpret_cast<const float2 *>(as + r * 32 + 2 * tk);
-            const float4 g = *reinterpret_cast<const float4 *>(gs + r * 32 + 4 * tn);
-            const float av[2] = {a.x, a.y}, gv[4] = {g.x, g.y, g.z, g.w};
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] = fmaf(av[i], gv[j], acc[i][j]);
-        }
+        /* Runs of RUN samples with a compile-time count, so that ptxas
+         * issues a run's loads ahead of its FMAs: a loop of four samples
+         * waited on its loads every four (docs/perf-notes-v3.md, "3.7"). */
+        int r = 0;
+        for (; r + RUN <= rows; r += RUN)
+            slab_fmas<RUN>(acc, as + r * 32, gs + r * 32);
+        for (; r < rows; r++)
+            slab_fmas<1>(acc, as + r * 32, gs + r * 32);
         __syncthreads(); /* slab s's buffer is staged again at s + STAGES */
     }
     const bool two = b1 - b0 > CHUNK;
@@ -1083,8 +1102,9 @@ extern "C" cudaError_t v3_prepare(void)
     return cudaFree(probe);
 }
 
-extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
-                                  float *h1, float *h2, float *out, cudaStream_t stream)
+extern "C" cudaError_t v3_fused_forward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                        int batch, float *h1, float *h2, float *out,
+                                        cudaStream_t stream)
 {
     /* Row blocks that do not fit at once would run in two waves: cuda-v2 is
      * faster then (docs/perf-notes-v3.md). */
@@ -1101,10 +1121,10 @@ extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const flo
                           : launch_forward<4>(f, plan.clusters, stream);
 }
 
-extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                   const float *h1, const float *h2, const float *dout, int batch,
-                                   const atk_grads_t *g, int accumulate, float *workspace,
-                                   cudaStream_t stream)
+extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                         const float *h1, const float *h2, const float *dout,
+                                         int batch, const atk_grads_t *g, int accumulate,
+                                         float *workspace, cudaStream_t stream)
 {
     const Plan plan = plan_of(batch, g_bwd_clusters, true);
     float *const grad[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
@@ -1134,4 +1154,21 @@ extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const fl
     return plan.tm == 1   ? launch_backward<1>(f, plan.clusters, stream)
            : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
                           : launch_backward<4>(f, plan.clusters, stream);
+}
+
+extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                                  float *h1, float *h2, float *out, cudaStream_t stream)
+{
+    return batch <= V3_FUSED_MAX_BATCH ? v3_fused_forward(d, p, x, batch, h1, h2, out, stream)
+                                       : v2_forward(d, p, x, batch, h1, h2, out, stream);
+}
+
+extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                   const float *h1, const float *h2, const float *dout, int batch,
+                                   const atk_grads_t *g, int accumulate, float *workspace,
+                                   cudaStream_t stream)
+{
+    return batch <= V3_FUSED_MAX_BATCH
+               ? v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream)
+               : v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
 }

@@ -12,11 +12,12 @@
  *
  * The fused path (trunk_v3.cu) runs when the topology is in its domain
  * (every width a multiple of 4, ENC, H1, H2, AUX <= 256), the batch is at
- * most V3_MAX_BATCH, every pointer is 16-byte aligned, and its row blocks
- * fit on the device at once (at most 16 clusters of 8 blocks, counted at
- * v3_prepare with one block per SM: every launch asks for more than half an
- * SM's shared memory, so two blocks never share one); the backward also
- * needs cooperative cluster launches:
+ * most V3_FUSED_MAX_BATCH (V3_MAX_BATCH through v3_fused_*), every pointer
+ * is 16-byte aligned, and its row blocks fit on the device at once (at
+ * most 16 clusters of 8 blocks, counted at v3_prepare with one block per
+ * SM: every launch asks for more than half an SM's shared memory, so two
+ * blocks never share one); the backward also needs cooperative cluster
+ * launches:
  *
  *   forward:  one cluster launch. A cluster of 8 blocks owns 16, 32 or 64
  *             batch rows; block j owns column slice j of every layer (32
@@ -37,8 +38,8 @@
  *
  * Measured on the H200 (docs/perf-notes-v3.md), the fused path is level
  * with cuda-v2's kernels at the smallest batches and slower from B = 256
- * on; it is the vehicle of the small-batch design work, exact and tested
- * bit for bit.
+ * on, hence V3_FUSED_MAX_BATCH; it is the vehicle of the small-batch design
+ * work, exact and tested bit for bit.
  *
  * Workspace: v3_workspace_floats = the larger of cuda-v2's workspace and the
  * fused path's (48 KiB of flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
@@ -58,8 +59,14 @@
 extern "C" {
 #endif
 
-/* Largest batch the fused path takes (the DQN hot path). */
+/* Largest batch the fused kernels can run (the DQN hot path): the in-kernel
+ * tree, the workspace and the trace program are sized for it. */
 #define V3_MAX_BATCH 1024
+
+/* Largest batch v3_forward and v3_backward give to the fused path; above it
+ * they run cuda-v2's kernels, which the bench measures faster there on the
+ * H200 (docs/perf-notes-v3.md, "Where cuda-v3 stands"). */
+#define V3_FUSED_MAX_BATCH 128
 
 /* Floats of workspace v3_backward needs for batches up to max_batch. */
 size_t v3_workspace_floats(atk_dims_t d, int max_batch);
@@ -74,15 +81,28 @@ cudaError_t v3_prepare(void);
 /* 1 if the topology is in the fused path's domain (above). */
 int v3_supported(atk_dims_t d);
 
-/* Forward: h1 [B,H1], h2 [B,H2] (recorded or scratch) and out [B,AUX]. */
+/* Forward: h1 [B,H1], h2 [B,H2] (recorded or scratch) and out [B,AUX]: the
+ * fused path up to V3_FUSED_MAX_BATCH, cuda-v2's kernels above. */
 cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,
                        float *h2, float *out, cudaStream_t stream);
 
 /* Backward: the six gradients (overwrite, or g = g + result if accumulate)
- * from x, the recorded h1/h2 and dout. workspace holds v3_workspace_floats. */
+ * from x, the recorded h1/h2 and dout. workspace holds v3_workspace_floats. Dispatched
+ * as v3_forward. */
 cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                         const float *h2, const float *dout, int batch, const atk_grads_t *g,
                         int accumulate, float *workspace, cudaStream_t stream);
+
+/* The same two with the fused path wherever it can run (batch up to
+ * V3_MAX_BATCH, the conditions above), cuda-v2's kernels elsewhere: the
+ * trace and racecheck program (tests/cuda/trace_v3) runs the fused kernels
+ * with these at the batches v3_forward gives to cuda-v2. */
+cudaError_t v3_fused_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                             float *h1, float *h2, float *out, cudaStream_t stream);
+cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                              const float *h1, const float *h2, const float *dout, int batch,
+                              const atk_grads_t *g, int accumulate, float *workspace,
+                              cudaStream_t stream);
 
 #ifdef __cplusplus
 }

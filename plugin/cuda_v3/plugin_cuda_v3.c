@@ -1,8 +1,9 @@
 /*
  * plugin_cuda_v3.c — libauxtrunk.so "cuda-v3": kernels/cuda_v3 (the fused
- * small-batch path: one launch per call for B <= V3_MAX_BATCH; cuda-v2's
- * kernels everywhere else; exact, deterministic, graph-capturable) behind
- * the shared CUDA adapter (plugin/cuda_common/cuda_plugin.c). This file is
+ * small-batch path: one launch per call for B <= V3_FUSED_MAX_BATCH;
+ * cuda-v2's kernels everywhere else; exact, deterministic,
+ * graph-capturable) behind the shared CUDA adapter
+ * (plugin/cuda_common/cuda_plugin.c). This file is
  * the table: names, caps and the kernel functions of each mode. A handle
  * configured with AUXTRUNK_CONFIG_FAST runs trunk_v3_fast.h's kernels
  * (AUXTRUNK_CAP_FAST_MODE; TF32, not bit-exact, tolerance V3_FAST_TOL = 1e-2

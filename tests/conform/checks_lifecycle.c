@@ -69,6 +69,7 @@ void check_lifecycle_cycles(cf_ctx_t *ctx)
     long long dtail = u0.heap >= 0 && !sanitized ? u1.heap - umid.heap : 0;
     long long drss = sanitized ? 0 : u1.rss_kb - u0.rss_kb;
     long long ddev = cuda && u0.device >= 0 && u1.device >= 0 ? u1.device - u0.device : 0;
+    u1.threads = cf_threads_settle(u0.threads);
     int dfd = u1.fds - u0.fds, dthr = u1.threads - u0.threads;
     char fig[400];
     snprintf(fig, sizeof fig,

@@ -263,24 +263,6 @@ static int thread_count(void)
     return u.threads;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A thread that was joined may still be listed for a moment: wait up to a
- * second for the count to come back to base. */
-static int threads_back_to(int base)
-{
-    int n = thread_count();
-    for (int i = 0; i < 100 && n > base; i++) {
-        sleep_ms(10);
-        n = thread_count();
-    }
-    return n;
-}
-
 void check_process_threads(cf_ctx_t *ctx)
 {
     const int device = runner_cuda_first();
@@ -305,7 +287,7 @@ void check_process_threads(cf_ctx_t *ctx)
     if (cf_expect_status(ctx, pl.api.destroy(s.h), AUXTRUNK_OK, "destroy") ||
         cf_expect_status(ctx, pl.api.destroy(s2.h), AUXTRUNK_OK, "destroy"))
         return;
-    int n = threads_back_to(base);
+    int n = cf_threads_settle(base);
     if (n != base) {
         cf_fail(ctx,
                 "%d thread(s) still running after the last destroy (%d before the plugin was "
@@ -319,7 +301,7 @@ void check_process_threads(cf_ctx_t *ctx)
         cf_fail(ctx, "dlclose failed: %s", dlerror());
         return;
     }
-    n = threads_back_to(base);
+    n = cf_threads_settle(base);
     if (n != base) {
         cf_fail(ctx,
                 "%d thread(s) running after the last destroy and dlclose (%d before the "

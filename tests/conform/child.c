@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conform.h"
@@ -373,4 +374,15 @@ void cf_usage_read(cf_usage_t *u, int cuda)
         if (cfd_sync() == 0 && cfd_mem_used(&used) == 0)
             u->device = used;
     }
+}
+
+int cf_threads_settle(int base)
+{
+    int n = (int)status_field("Threads");
+    for (int i = 0; i < 100 && n > base; i++) {
+        const struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+        n = (int)status_field("Threads");
+    }
+    return n;
 }

@@ -320,6 +320,10 @@ typedef struct cf_usage {
     long long device; /* CUDA bytes in use on the device, -1 if not CUDA */
 } cf_usage_t;
 void cf_usage_read(cf_usage_t *u, int cuda);
+/* The thread count of this process, after waiting up to a second for it to
+ * come down to `base`: a joined thread may still be listed for a moment
+ * (the kernel wakes the joiner before it releases the thread). */
+int cf_threads_settle(int base);
 
 /* Host allocations (the malloc family) made while counting is on, process
  * wide (alloc_count.c). cf_alloc_supported() is 0 where the runner cannot

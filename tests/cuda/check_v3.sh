@@ -4,7 +4,9 @@
 # docs/perf-notes-v3.md. Builds only the targets it needs, then runs:
 #   test_cuda_v3 gpu (quick mode): bit identity, conformance of the adapter;
 #   auxtrunk-trace-v3: the per-phase trace at B = 32, 128, 256, 512;
-#   the bench: cuda-v2, cuda-v3 and cuBLAS side by side;
+#   the bench: cuda-v2, cuda-v3 and cuBLAS side by side (cuda-v3 runs its
+#   fused kernels up to V3_FUSED_MAX_BATCH, cuda-v2's above; the trace runs
+#   the fused kernels at every batch it is given);
 #   compute-sanitizer racecheck of the fused kernels at every TM and both
 #   tree shapes (auxtrunk-trace-v3 --once), run to the end.
 # Everything goes to one log, $OUT/check_v3.log (default build-gpu/), plus

@@ -649,11 +649,12 @@ START_TEST(exact_production)
 END_TEST
 
 #if CUDA_SMALL_BATCHES
-/* A plugin with its own small-batch path (cuda-v3, B <= 1,024): every row
- * block size it picks (16, 32, 64 rows per cluster), partial row blocks,
- * one chunk, a pair of chunks, two pairs, the bound and one past it (the
- * cuda-v2 kernels), on production and on small topologies inside its domain
- * (widths multiples of 4, at most 256; AUX <= 128 and above). */
+/* A plugin with its own small-batch path (cuda-v3: the fused kernels up to
+ * V3_FUSED_MAX_BATCH = 128, cuda-v2's kernels above; its trace program
+ * checks the fused kernels bit for bit up to 1,024): partial row blocks,
+ * the bound and one past it, one chunk, a pair of chunks, two pairs, on
+ * production and on small topologies inside its domain (widths multiples of
+ * 4, at most 256; AUX <= 128 and above). */
 START_TEST(exact_small_batches)
 {
     REQUIRE_GPU();

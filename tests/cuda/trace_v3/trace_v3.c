@@ -25,6 +25,10 @@
  *
  * --once runs step 1 only, one call each (for compute-sanitizer).
  *
+ * It calls v3_fused_forward/v3_fused_backward, so the fused kernels run at
+ * every batch up to V3_MAX_BATCH, also above V3_FUSED_MAX_BATCH, where the
+ * plugin runs cuda-v2's kernels.
+ *
  * Not a test: it asserts nothing about the times. Inputs are the same on
  * every call (so at small batches they sit in L2, as in bench's graph step).
  */
@@ -424,8 +428,8 @@ static void step(const bufs_t *m, int B, int v2, cudaStream_t s)
         CK(v2_forward(DIMS, &p, m->x, B, m->h1, m->h2, m->out, s));
         CK(v2_backward(DIMS, &p, m->x, m->h1, m->h2, m->dout, B, &g, 0, m->ws, s));
     } else {
-        CK(v3_forward(DIMS, &p, m->x, B, m->h1, m->h2, m->out, s));
-        CK(v3_backward(DIMS, &p, m->x, m->h1, m->h2, m->dout, B, &g, 0, m->ws, s));
+        CK(v3_fused_forward(DIMS, &p, m->x, B, m->h1, m->h2, m->out, s));
+        CK(v3_fused_backward(DIMS, &p, m->x, m->h1, m->h2, m->dout, B, &g, 0, m->ws, s));
     }
 }
 
@@ -571,9 +575,9 @@ int main(int argc, char **argv)
             const atk_params_t p = params_of(m3.params);
             const atk_grads_t g = grads_of(m3.grads);
             CK(cudaEventRecord(ev[0], s));
-            CK(v3_forward(DIMS, &p, m3.x, B, m3.h1, m3.h2, m3.out, s));
+            CK(v3_fused_forward(DIMS, &p, m3.x, B, m3.h1, m3.h2, m3.out, s));
             CK(cudaEventRecord(ev[1], s));
-            CK(v3_backward(DIMS, &p, m3.x, m3.h1, m3.h2, m3.dout, B, &g, 0, m3.ws, s));
+            CK(v3_fused_backward(DIMS, &p, m3.x, m3.h1, m3.h2, m3.dout, B, &g, 0, m3.ws, s));
             CK(cudaEventRecord(ev[2], s));
             CK(cudaEventSynchronize(ev[2]));
             float a, b;
