@@ -22,17 +22,25 @@
  *             then one task per row tile runs its MR samples through all
  *             three layers (rows are independent in section 1).
  *   backward  per chunk of C samples:
- *             rows    one task per row tile: dh2_pre and dh1_pre of its
- *                     samples (section 2), and its samples' share of the
- *                     chunk's packed dW operands; each thread packs its own
- *                     W3^T and W2^T before its first row tile of the call;
- *             grads   one task per block of about 32 rows of dW1, dW2, dW3:
- *                     the chunk partials of its rows (and, in a layer's
- *                     first block, of the bias), then its rows' steps of the
- *                     pairwise tree (the tree is element-wise, so each
- *                     block can run it alone). Row blocks are contiguous
- *                     memory, so two threads never write one cache line
- *                     but at a block's edge.
+ *             dh2     one task per (column group, row tile): dh2_pre
+ *                     (section 2) of the tile's samples in the group's
+ *                     columns, stored straight into the chunk's packed dW2
+ *                     operand and, as A tiles, into the dh1 product's
+ *                     operand; and the group's share of the tile's other
+ *                     packed dW operands;
+ *             dh1     the same for dh1_pre, from those A tiles;
+ *                     a group is one thread's columns (column_groups), and
+ *                     each thread packs its own copy of the W3^T / W2^T
+ *                     panels of the groups it runs, once per call;
+ *             grads   one task per (column group, block of about 32 rows)
+ *                     of dW1, dW3, dW2: the chunk partials of its region
+ *                     (and, in a layer's first block, of the bias's
+ *                     columns), then its region's steps of the pairwise
+ *                     tree (the tree is element-wise, so each region can
+ *                     run it alone). The column groups are the dh phases',
+ *                     so the dW operand a task reads was packed on its own
+ *                     thread; two threads' regions meet only at a panel's
+ *                     edge.
  *
  * The pool (cpb_pool.c) gives each thread the same home range of a phase's
  * tasks in every call, so a task's outputs stay in one core's cache.
@@ -74,7 +82,8 @@ typedef struct scratch {
     float *tile;      /* [MR][NR] */
     float *wt3, *wt2; /* this thread's B panels of W3^T (depth AUX, columns
                          H2) and W2^T (H2, H1) */
-    uint32_t packed;  /* the backward call they were packed for */
+    uint32_t *packed; /* per panel of wt3, then of wt2: the backward call it
+                         was packed for (0: never) */
 } scratch_t;
 
 struct cpb_trunk {
@@ -96,8 +105,11 @@ struct cpb_trunk {
     /* one chunk's dW operands: B panels of dout, dh2_pre, dh1_pre and A
      * tiles of h2, h1, x, each with depth cr (the chunk's samples) */
     float *g3, *g2, *g1, *a3, *a2, *a1;
+    float *ad2;         /* dh2_pre of the chunk as A tiles, depth H2: the dh1
+                           product's operand */
     float *stack;       /* [levels][set] pending tree nodes */
     scratch_t *scratch; /* one per thread */
+    uint32_t *marks;    /* the scratches' `packed` arrays */
 };
 
 /* floor(log2(nc)) + 1, the bits of nc: the most sets the stack holds for nc
@@ -137,6 +149,7 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
     TAKE(t->a3, tile_floats(t, d.h2, t->cr));
     TAKE(t->a2, tile_floats(t, d.h1, t->cr));
     TAKE(t->a1, tile_floats(t, d.enc, t->cr));
+    TAKE(t->ad2, tile_floats(t, t->cr, d.h2));
     TAKE(t->stack, (size_t)t->levels * t->set);
     const int32_t depth = max_i32(max_i32(d.enc, d.h1), max_i32(d.h2, d.aux));
     for (int32_t i = 0; i < threads; i++) {
@@ -173,11 +186,17 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
     cpb_status_t st = CPB_E_MEMORY;
     if (!(t->scratch = calloc((size_t)threads, sizeof *t->scratch)))
         goto fail_scratch;
+    const size_t panels = (size_t)blocks(t->d.h2, t->nr) + (size_t)blocks(t->d.h1, t->nr);
+    if (!(t->marks = calloc((size_t)threads * panels, sizeof *t->marks)))
+        goto fail_marks;
+    for (int32_t i = 0; i < threads; i++)
+        t->scratch[i].packed = t->marks + (size_t)i * panels;
     const size_t floats = carve(t, NULL, threads);
     if (!(t->mem = aligned_alloc(ALIGN_FLOATS * sizeof(float), floats * sizeof(float))))
         goto fail_mem;
     carve(t, t->mem, threads);
-    t->bytes = sizeof *t + (size_t)threads * sizeof *t->scratch + floats * sizeof(float);
+    t->bytes = sizeof *t + (size_t)threads * (sizeof *t->scratch + panels * sizeof *t->marks) +
+               floats * sizeof(float);
     if (cpb_pool_create(threads, &t->pool) != 0) {
         st = CPB_E_THREADS;
         goto fail_pool;
@@ -188,6 +207,8 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
 fail_pool:
     free(t->mem);
 fail_mem:
+    free(t->marks);
+fail_marks:
     free(t->scratch);
 fail_scratch:
     free(t);
@@ -200,6 +221,7 @@ void cpb_destroy(cpb_trunk_t *t)
         return;
     cpb_pool_destroy(t->pool);
     free(t->mem);
+    free(t->marks);
     free(t->scratch);
     free(t);
 }
@@ -421,138 +443,246 @@ typedef struct bwd_call {
     const atk_grads_t *g;
     int accumulate;
     int32_t nc;       /* chunks of the batch */
-    int32_t chunk;    /* the chunk of the current rows/grads phases */
+    int32_t chunk;    /* the chunk of the current phases */
     int32_t b0, rows; /* its first sample and its samples */
+    int32_t tiles;    /* its row tiles */
+    int32_t q2, q1;   /* column groups of the dh2 and dh1 phases */
     uint32_t call;    /* t->calls of this call */
 } bwd_call_t;
 
-/* This thread's W3^T and W2^T panels, once per call: every row task reads
- * all of them, so each thread keeps its own copy in its own cache rather
- * than reading panels another core wrote. */
-static void pack_wt(const bwd_call_t *c, scratch_t *s)
+/* Column groups of a hidden-gradient phase: one per thread, at most one per
+ * panel. With home ranges (cpb_pool.c) a thread then computes one group's
+ * columns for every row tile and packs only that group's W^T panels. */
+static int32_t column_groups(const cpb_trunk_t *t, int32_t n)
 {
-    const cpb_trunk_t *t = c->t;
-    const atk_dims_t d = t->d;
-    const int32_t nr = t->nr;
-    /* B(r = n, j = k) = W[k, n] for W [K, N]: columns are W's rows */
-    for (int32_t i = 0; i * nr < d.h2; i++)
-        pack(t->ops, s->wt3 + (size_t)i * d.aux * nr, (size_t)d.aux, 0,
-             c->p->w3 + (size_t)i * nr * d.aux, min_i32(nr, d.h2 - i * nr), d.aux, nr,
-             (size_t)d.aux, 1);
-    for (int32_t i = 0; i * nr < d.h1; i++)
-        pack(t->ops, s->wt2 + (size_t)i * d.h2 * nr, (size_t)d.h2, 0,
-             c->p->w2 + (size_t)i * nr * d.h2, min_i32(nr, d.h1 - i * nr), d.h2, nr, (size_t)d.h2,
-             1);
-    s->packed = c->call;
+    return min_i32(cpb_pool_threads(t->pool), blocks(n, t->nr));
 }
 
-/* Task i of a chunk's rows phase: samples [i*MR, +MR) of the chunk. */
-static void bwd_rows_task(void *ctx, int32_t i, int32_t thread)
+/* [*lo, *hi): part `q` of `n` things cut into `parts` ranges. */
+static void part_of(int32_t n, int32_t q, int32_t parts, int32_t *lo, int32_t *hi)
+{
+    *lo = (int32_t)((int64_t)q * n / parts);
+    *hi = (int32_t)((int64_t)(q + 1) * n / parts);
+}
+
+/* Panel `p` of W^T for W [K, N] (B(r = n, j = k) = W[k, n]: the panel's
+ * columns are rows p*NR... of W), into this thread's copy, once per call:
+ * the thread keeps the panels it reads in its own cache rather than reading
+ * panels another core wrote. `mark` is the panel's entry of s->packed. */
+static void pack_wt_panel(const cpb_trunk_t *t, float *panels, const float *w, int32_t K,
+                          int32_t N, int32_t p, uint32_t *mark, uint32_t call)
+{
+    if (*mark == call)
+        return;
+    const int32_t nr = t->nr;
+    pack(t->ops, panels + (size_t)p * N * nr, (size_t)N, 0, w + (size_t)p * nr * N,
+         min_i32(nr, K - p * nr), N, nr, (size_t)N, 1);
+    *mark = call;
+}
+
+/* out[0, rows) x [0, NR) of panel-layout destination `o` (row stride NR):
+ * the register tile of A tile `a` (depth `depth`) and B panel `bp`, stored in
+ * place when whole, else through the thread's tile buffer. */
+static void tile_into_panel(const cpb_trunk_t *t, const scratch_t *s, int32_t depth,
+                            const float *a, const float *bp, int32_t rows, float *o)
+{
+    const int32_t nr = t->nr;
+    if (rows == t->mr) {
+        t->ops->tile(depth, a, bp, (size_t)nr, NULL, o, (size_t)nr);
+        return;
+    }
+    t->ops->tile(depth, a, bp, (size_t)nr, NULL, s->tile, (size_t)nr);
+    memcpy(o, s->tile, (size_t)rows * nr * sizeof *o);
+}
+
+/* Columns [c0, c0 + cols) of a hidden gradient for `rows` samples, in panel
+ * layout (row stride NR, as the chunk's dW operand g wants it): d = d ⊙
+ * ELU'(y) with y the record's rows (stride n). */
+static void elu_grad_rows(const cpb_trunk_t *t, float *d, const float *y, size_t n, int32_t rows,
+                          int32_t cols)
+{
+    for (int32_t i = 0; i < rows; i++)
+        t->ops->elu_grad(d + (size_t)i * t->nr, y + (size_t)i * n, (size_t)cols);
+}
+
+/* Task (group q, row tile i) of a chunk's dh2 phase, task = q*tiles + i:
+ * dh2_pre (section 2) of the tile's samples in the group's columns, straight
+ * into the chunk's dW2 operand g2 and, as A tiles, into ad2 for the dh1
+ * phase; and the group's share of the tile's other dW operands (dout into
+ * g3; h2, h1, x into a3, a2, a1), which no hidden gradient depends on. */
+static void bwd_dh2_task(void *ctx, int32_t task, int32_t thread)
 {
     const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
     scratch_t *s = &t->scratch[thread];
-    if (s->packed != c->call)
-        pack_wt(c, s);
-    const int32_t lb = i * t->mr, rows = min_i32(t->mr, c->rows - lb);
-    const size_t b = (size_t)c->b0 + lb; /* first sample of the tile */
-    const float *dout = c->dout + b * d.aux, *h2 = c->h2 + b * d.h2, *h1 = c->h1 + b * d.h1;
-    float *dh2 = s->r2, *dh1 = s->r1;
+    const int32_t q = task / c->tiles, i = task % c->tiles;
+    const int32_t nr = t->nr, mr = t->mr;
+    const int32_t lb = i * mr, rows = min_i32(mr, c->rows - lb);
+    const size_t b = (size_t)c->b0 + lb, cr = (size_t)t->cr;
+    const float *dout = c->dout + b * d.aux, *h2 = c->h2 + b * d.h2;
+    int32_t lo, hi;
 
-    /* Section 2: dh2_pre from dout and W3, dh1_pre from dh2_pre and W2. */
-    pack(t->ops, s->a, (size_t)d.aux, 0, dout, rows, d.aux, t->mr, (size_t)d.aux, 1);
-    const operand_b_t wt3 = {NULL, s->wt3, NULL, NULL}, wt2 = {NULL, s->wt2, NULL, NULL};
-    rows_product(t, s->a, d.aux, &wt3, d.h2, rows, dh2, s->tile);
-    t->ops->elu_grad(dh2, h2, (size_t)rows * d.h2);
-    pack(t->ops, s->a, (size_t)d.h2, 0, dh2, rows, d.h2, t->mr, (size_t)d.h2, 1);
-    rows_product(t, s->a, d.h2, &wt2, d.h1, rows, dh1, s->tile);
-    t->ops->elu_grad(dh1, h1, (size_t)rows * d.h1);
+    pack(t->ops, s->a, (size_t)d.aux, 0, dout, rows, d.aux, mr, (size_t)d.aux, 1);
+    part_of(blocks(d.h2, nr), q, c->q2, &lo, &hi);
+    for (int32_t p = lo; p < hi; p++) {
+        pack_wt_panel(t, s->wt3, c->p->w3, d.h2, d.aux, p, &s->packed[p], c->call);
+        const int32_t c0 = p * nr, cols = min_i32(nr, d.h2 - c0);
+        float *o = t->g2 + ((size_t)p * cr + lb) * nr;
+        tile_into_panel(t, s, d.aux, s->a, s->wt3 + (size_t)p * d.aux * nr, rows, o);
+        elu_grad_rows(t, o, h2 + c0, (size_t)d.h2, rows, cols);
+        /* A(i = b, r = n) = dh2_pre[b, n] for the dh1 product */
+        pack(t->ops, t->ad2 + (size_t)i * d.h2 * mr, (size_t)d.h2, (size_t)c0, o, rows, cols, mr,
+             (size_t)nr, 1);
+    }
 
-    /* This tile's depth steps [lb, lb + rows) of the chunk's dW operands:
-     * B(r = b, j = n) = g[b, n] and A(i = k, r = b) = a[b, k]. */
-    const size_t cr = (size_t)t->cr;
-    pack(t->ops, t->g3, cr, lb, dout, d.aux, rows, t->nr, 1, (size_t)d.aux);
-    pack(t->ops, t->g2, cr, lb, dh2, d.h2, rows, t->nr, 1, (size_t)d.h2);
-    pack(t->ops, t->g1, cr, lb, dh1, d.h1, rows, t->nr, 1, (size_t)d.h1);
-    pack(t->ops, t->a3, cr, lb, h2, d.h2, rows, t->mr, 1, (size_t)d.h2);
-    pack(t->ops, t->a2, cr, lb, h1, d.h1, rows, t->mr, 1, (size_t)d.h1);
-    pack(t->ops, t->a1, cr, lb, c->x + b * d.enc, d.enc, rows, t->mr, 1, (size_t)d.enc);
+    /* This tile's depth steps [lb, lb + rows) of the other dW operands,
+     * B(r = b, j = n) = g[b, n] and A(i = k, r = b) = a[b, k], the group's
+     * share of each one's panels or tiles. */
+    const struct {
+        float *dst;
+        const float *src;
+        int32_t n, w;
+    } ops[4] = {{t->g3, dout, d.aux, nr},
+                {t->a3, h2, d.h2, mr},
+                {t->a2, c->h1 + b * d.h1, d.h1, mr},
+                {t->a1, c->x + b * d.enc, d.enc, mr}};
+    for (int32_t k = 0; k < 4; k++) {
+        const int32_t w = ops[k].w;
+        part_of(blocks(ops[k].n, w), q, c->q2, &lo, &hi);
+        if (lo < hi)
+            pack(t->ops, ops[k].dst + (size_t)lo * cr * w, cr, (size_t)lb, ops[k].src + lo * w,
+                 min_i32(ops[k].n, hi * w) - lo * w, rows, w, 1, (size_t)ops[k].n);
+    }
 }
 
-/* Rows [k0, k0 + rows) of one weight gradient [K, N], all N columns, and,
- * for the first block of a layer, its bias: contiguous floats in a partial
- * set and in the caller's gradients, so tasks on different threads share at
- * most the cache line at a block's edge. */
+/* Task (group q, row tile i) of a chunk's dh1 phase: dh1_pre (section 2) of
+ * the tile's samples in the group's columns, from the tile's ad2, straight
+ * into the chunk's dW1 operand g1. */
+static void bwd_dh1_task(void *ctx, int32_t task, int32_t thread)
+{
+    const bwd_call_t *c = ctx;
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    scratch_t *s = &t->scratch[thread];
+    const int32_t q = task / c->tiles, i = task % c->tiles;
+    const int32_t nr = t->nr, mr = t->mr;
+    const int32_t lb = i * mr, rows = min_i32(mr, c->rows - lb);
+    const size_t b = (size_t)c->b0 + lb, cr = (size_t)t->cr;
+    uint32_t *marks = s->packed + blocks(d.h2, nr);
+    int32_t lo, hi;
+    part_of(blocks(d.h1, nr), q, c->q1, &lo, &hi);
+    for (int32_t p = lo; p < hi; p++) {
+        pack_wt_panel(t, s->wt2, c->p->w2, d.h1, d.h2, p, &marks[p], c->call);
+        const int32_t c0 = p * nr, cols = min_i32(nr, d.h1 - c0);
+        float *o = t->g1 + ((size_t)p * cr + lb) * nr;
+        tile_into_panel(t, s, d.h2, t->ad2 + (size_t)i * d.h2 * mr,
+                        s->wt2 + (size_t)p * d.h2 * nr, rows, o);
+        elu_grad_rows(t, o, c->h1 + b * d.h1 + c0, (size_t)d.h1, rows, cols);
+    }
+}
+
+/* Rows [k0, k0 + rows) x columns [c0, c0 + cols) of one weight gradient
+ * [K, N] and, for the first row block of a layer, the same columns of its
+ * bias. A column group's columns are whole panels, so two threads' regions
+ * of one row meet at a panel's edge. */
 typedef struct region {
-    int32_t N, k0, rows, bias;
+    int32_t N, k0, rows, c0, cols, bias;
 } region_t;
 
 /* dst = src, or dst = dst + src (one addition, left operand first), over a
- * region's weight rows and bias. */
+ * region's weights and bias. */
 static void region_combine(const region_t *r, float *dw, float *db, const float *sw,
                            const float *sb, int add)
 {
-    const size_t n = (size_t)r->rows * r->N, at = (size_t)r->k0 * r->N;
-    float *restrict o = dw + at;
-    const float *restrict v = sw + at;
-    if (add)
-        for (size_t j = 0; j < n; j++)
-            o[j] = o[j] + v[j];
-    else
-        memcpy(o, v, n * sizeof *o);
+    for (int32_t k = r->k0; k < r->k0 + r->rows; k++) {
+        const size_t at = (size_t)k * r->N + r->c0;
+        float *restrict o = dw + at;
+        const float *restrict v = sw + at;
+        if (add)
+            for (int32_t j = 0; j < r->cols; j++)
+                o[j] = o[j] + v[j];
+        else
+            memcpy(o, v, (size_t)r->cols * sizeof *o);
+    }
     if (!r->bias)
         return;
     if (add)
-        for (int32_t j = 0; j < r->N; j++)
+        for (int32_t j = r->c0; j < r->c0 + r->cols; j++)
             db[j] = db[j] + sb[j];
     else
-        memcpy(db, sb, (size_t)r->N * sizeof *db);
+        memcpy(db + r->c0, sb + r->c0, (size_t)r->cols * sizeof *db);
 }
 
 /* Rows of a weight gradient per grads task: whole A tiles, about 32. */
 static int32_t grad_block_rows(const cpb_trunk_t *t) { return t->mr * blocks(32, t->mr); }
 
-/* Tasks of a chunk's grads phase: the row blocks of dW1, dW3, dW2. */
-static int32_t grad_tasks(const cpb_trunk_t *t)
+/* Column groups of the grads phase: those of the hidden gradients, so that
+ * group q's dW columns are those whose dW operand (g1, g2, g3) group q of
+ * the dh phases packed, on the same thread. */
+static int32_t grad_groups(const bwd_call_t *c) { return c->q1 > c->q2 ? c->q1 : c->q2; }
+
+/* One weight gradient as the grads phase sees it. */
+typedef struct grad_layer {
+    const float *a, *g; /* the chunk's packed operands */
+    float *gw, *gb;     /* the caller's gradients */
+    size_t ow, ob;      /* their offsets in a partial set */
+    int32_t K, N, groups;
+} grad_layer_t;
+
+/* Layer l of the grads phase: dW1, dW3, dW2 in that order (see below). */
+static grad_layer_t grad_layer(const bwd_call_t *c, int32_t l)
 {
-    const int32_t kb = grad_block_rows(t);
-    return blocks(t->d.enc, kb) + blocks(t->d.h1, kb) + blocks(t->d.h2, kb);
+    const cpb_trunk_t *t = c->t;
+    const atk_dims_t d = t->d;
+    if (l == 0)
+        return (grad_layer_t){t->a1, t->g1, c->g->dw1, c->g->db1, AUXTRUNK_W1_OFFSET(&d),
+                              AUXTRUNK_B1_OFFSET(&d), d.enc, d.h1, c->q1};
+    if (l == 1)
+        return (grad_layer_t){t->a3, t->g3, c->g->dw3, c->g->db3, AUXTRUNK_W3_OFFSET(&d),
+                              AUXTRUNK_B3_OFFSET(&d), d.h2, d.aux, c->q2};
+    return (grad_layer_t){t->a2, t->g2, c->g->dw2, c->g->db2, AUXTRUNK_W2_OFFSET(&d),
+                          AUXTRUNK_B2_OFFSET(&d), d.h1, d.h2, c->q2};
 }
 
-/* Task i of a chunk's grads phase: one row block of dW1, dW3 or dW2, in
- * that order. For the production widths dW3's blocks are half the others'
- * work, so with two threads each home range holds the same work (dW1 and
- * half of dW3; the other half of dW3 and dW2) and nothing needs stealing. */
-static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
+/* Tasks of one column group in a chunk's grads phase: the row blocks of
+ * dW1, dW3, dW2. */
+static int32_t group_tasks(const cpb_trunk_t *t)
+{
+    const int32_t kb = grad_block_rows(t);
+    return blocks(t->d.enc, kb) + blocks(t->d.h2, kb) + blocks(t->d.h1, kb);
+}
+
+/* Task (group q, row block) of a chunk's grads phase, task = q *
+ * group_tasks + j: one row block of dW1, dW3 or dW2 (in that order within
+ * the group) over the group's columns. For the production widths each
+ * group holds the same work, so with home ranges nothing needs stealing,
+ * and the g operand a task reads was packed by its own thread. */
+static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
 {
     const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
-    const atk_dims_t d = t->d;
     const scratch_t *s = &t->scratch[thread];
     const int32_t nr = t->nr, mr = t->mr, kb = grad_block_rows(t);
-    const int32_t n1 = blocks(d.enc, kb), n3 = blocks(d.h2, kb);
-    const float *a, *g;
-    float *gw, *gb;
-    size_t ow, ob;
-    int32_t K, blk;
+    const int32_t per = group_tasks(t), q = task / per;
+    int32_t j = task % per, l = 0;
+    const int32_t nb[3] = {blocks(t->d.enc, kb), blocks(t->d.h2, kb), blocks(t->d.h1, kb)};
+    while (j >= nb[l])
+        j -= nb[l++];
+    const grad_layer_t L = grad_layer(c, l);
+    if (q >= L.groups)
+        return;
+    int32_t lo, hi;
+    part_of(blocks(L.N, nr), q, L.groups, &lo, &hi);
+    if (lo >= hi)
+        return;
     region_t r;
-    if (i < n1) {
-        a = t->a1, g = t->g1, gw = c->g->dw1, gb = c->g->db1;
-        ow = AUXTRUNK_W1_OFFSET(&d), ob = AUXTRUNK_B1_OFFSET(&d);
-        K = d.enc, r.N = d.h1, blk = i;
-    } else if (i < n1 + n3) {
-        a = t->a3, g = t->g3, gw = c->g->dw3, gb = c->g->db3;
-        ow = AUXTRUNK_W3_OFFSET(&d), ob = AUXTRUNK_B3_OFFSET(&d);
-        K = d.h2, r.N = d.aux, blk = i - n1;
-    } else {
-        a = t->a2, g = t->g2, gw = c->g->dw2, gb = c->g->db2;
-        ow = AUXTRUNK_W2_OFFSET(&d), ob = AUXTRUNK_B2_OFFSET(&d);
-        K = d.h1, r.N = d.h2, blk = i - n1 - n3;
-    }
-    r.k0 = blk * kb;
-    r.rows = min_i32(kb, K - r.k0);
-    r.bias = blk == 0;
+    r.N = L.N;
+    r.k0 = j * kb;
+    r.rows = min_i32(kb, L.K - r.k0);
+    r.c0 = lo * nr;
+    r.cols = min_i32(L.N, hi * nr) - r.c0;
+    r.bias = j == 0;
     const size_t cr = (size_t)t->cr;
 
     /* Where this chunk's partial goes: straight to the caller's gradients
@@ -560,44 +690,44 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     const int single = c->nc == 1;
     const int add = single && c->accumulate;
     int32_t depth = 0;
-    float *dw = gw, *db = gb;
+    float *dw = L.gw, *db = L.gb;
     if (!single) {
         depth = __builtin_popcount((unsigned)c->chunk);
-        dw = t->stack + (size_t)depth * t->set + ow;
-        db = t->stack + (size_t)depth * t->set + ob;
+        dw = t->stack + (size_t)depth * t->set + L.ow;
+        db = t->stack + (size_t)depth * t->set + L.ob;
     }
 
     /* Section 3, chunk partials: pw[k, n] = Σ_b a[b,k]·g[b,n] (fmaf chain),
      * pb[n] = Σ_b g[b,n] (additions), samples ascending from 0.0f. A panel
      * stays in L1 while the block's A tiles pass over it. */
-    for (int32_t p = 0; p * nr < r.N; p++) {
-        const float *panel = g + (size_t)p * cr * nr;
-        const int32_t c0 = p * nr, cols = min_i32(nr, r.N - c0);
+    for (int32_t p = lo; p < hi; p++) {
+        const float *panel = L.g + (size_t)p * cr * nr;
+        const int32_t c0 = p * nr, cols = min_i32(nr, L.N - c0);
         for (int32_t k0 = r.k0; k0 < r.k0 + r.rows; k0 += mr) {
-            const float *ak = a + (size_t)(k0 / mr) * cr * mr;
-            const int32_t kr = min_i32(mr, K - k0);
-            float *o = dw + (size_t)k0 * r.N + c0;
+            const float *ak = L.a + (size_t)(k0 / mr) * cr * mr;
+            const int32_t kr = min_i32(mr, L.K - k0);
+            float *o = dw + (size_t)k0 * L.N + c0;
             if (!add && kr == mr && cols == nr) {
-                t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)r.N);
+                t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)L.N);
                 continue;
             }
             t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
             for (int32_t k = 0; k < kr; k++)
-                for (int32_t j = 0; j < cols; j++) {
-                    const float v = s->tile[(size_t)k * nr + j];
-                    o[(size_t)k * r.N + j] = add ? o[(size_t)k * r.N + j] + v : v;
+                for (int32_t i = 0; i < cols; i++) {
+                    const float v = s->tile[(size_t)k * nr + i];
+                    o[(size_t)k * L.N + i] = add ? o[(size_t)k * L.N + i] + v : v;
                 }
         }
         if (!r.bias)
             continue;
         float *restrict pb = s->tile;
-        for (int32_t j = 0; j < nr; j++)
-            pb[j] = 0.0f;
+        for (int32_t i = 0; i < nr; i++)
+            pb[i] = 0.0f;
         for (int32_t b = 0; b < c->rows; b++)
-            for (int32_t j = 0; j < nr; j++)
-                pb[j] = pb[j] + panel[(size_t)b * nr + j];
-        for (int32_t j = 0; j < cols; j++)
-            db[c0 + j] = add ? db[c0 + j] + pb[j] : pb[j];
+            for (int32_t i = 0; i < nr; i++)
+                pb[i] = pb[i] + panel[(size_t)b * nr + i];
+        for (int32_t i = 0; i < cols; i++)
+            db[c0 + i] = add ? db[c0 + i] + pb[i] : pb[i];
     }
     if (single)
         return;
@@ -608,14 +738,16 @@ static void bwd_grads_task(void *ctx, int32_t i, int32_t thread)
     const size_t n = t->set;
     depth++;
     for (uint32_t pushed = (uint32_t)c->chunk + 1; (pushed & 1u) == 0; pushed >>= 1, depth--)
-        region_combine(&r, st + (size_t)(depth - 2) * n + ow, st + (size_t)(depth - 2) * n + ob,
-                       st + (size_t)(depth - 1) * n + ow, st + (size_t)(depth - 1) * n + ob, 1);
+        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow,
+                       st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
+                       st + (size_t)(depth - 1) * n + L.ob, 1);
     if (c->chunk != c->nc - 1)
         return;
     for (; depth > 1; depth--)
-        region_combine(&r, st + (size_t)(depth - 2) * n + ow, st + (size_t)(depth - 2) * n + ob,
-                       st + (size_t)(depth - 1) * n + ow, st + (size_t)(depth - 1) * n + ob, 1);
-    region_combine(&r, gw, gb, st + ow, st + ob, c->accumulate);
+        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow,
+                       st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
+                       st + (size_t)(depth - 1) * n + L.ob, 1);
+    region_combine(&r, L.gw, L.gb, st + L.ow, st + L.ob, c->accumulate);
 }
 
 void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const float *h1,
@@ -624,12 +756,24 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
 {
     if (++t->calls == 0) /* 0 means "never packed" */
         t->calls = 1;
-    bwd_call_t c = {t, p, x, h1,      h2, dout, g, accumulate, auxtrunk_canon_chunks(batch),
-                    0, 0, 0, t->calls};
+    bwd_call_t c = {.t = t,
+                    .p = p,
+                    .x = x,
+                    .h1 = h1,
+                    .h2 = h2,
+                    .dout = dout,
+                    .g = g,
+                    .accumulate = accumulate,
+                    .nc = auxtrunk_canon_chunks(batch),
+                    .q2 = column_groups(t, t->d.h2),
+                    .q1 = column_groups(t, t->d.h1),
+                    .call = t->calls};
     for (c.chunk = 0; c.chunk < c.nc; c.chunk++) {
         c.b0 = c.chunk * C;
         c.rows = min_i32(C, batch - c.b0);
-        cpb_pool_run(t->pool, blocks(c.rows, t->mr), bwd_rows_task, &c);
-        cpb_pool_run(t->pool, grad_tasks(t), bwd_grads_task, &c);
+        c.tiles = blocks(c.rows, t->mr);
+        cpb_pool_run(t->pool, c.q2 * c.tiles, bwd_dh2_task, &c);
+        cpb_pool_run(t->pool, c.q1 * c.tiles, bwd_dh1_task, &c);
+        cpb_pool_run(t->pool, grad_groups(&c) * group_tasks(t), bwd_grads_task, &c);
     }
 }
