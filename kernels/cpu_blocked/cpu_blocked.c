@@ -77,7 +77,7 @@ static size_t round_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS 
  * one register tile. */
 typedef struct scratch {
     float *a;         /* [max depth][MR] */
-    float *r1;        /* [MR, H1] */
+    float *r1;        /* [MR, H1], inference's rows (no record) */
     float *r2;        /* [MR, H2] */
     float *tile;      /* [MR][NR] */
     float *wt3, *wt2; /* this thread's B panels of W3^T (depth AUX, columns
@@ -543,16 +543,16 @@ static void bwd_dh2_task(void *ctx, int32_t task, int32_t thread)
         float *dst;
         const float *src;
         int32_t n, w;
-    } ops[4] = {{t->g3, dout, d.aux, nr},
+    } operands[4] = {{t->g3, dout, d.aux, nr},
                 {t->a3, h2, d.h2, mr},
                 {t->a2, c->h1 + b * d.h1, d.h1, mr},
                 {t->a1, c->x + b * d.enc, d.enc, mr}};
     for (int32_t k = 0; k < 4; k++) {
-        const int32_t w = ops[k].w;
-        part_of(blocks(ops[k].n, w), q, c->q2, &lo, &hi);
+        const int32_t w = operands[k].w, n = operands[k].n;
+        part_of(blocks(n, w), q, c->q2, &lo, &hi);
         if (lo < hi)
-            pack(t->ops, ops[k].dst + (size_t)lo * cr * w, cr, (size_t)lb, ops[k].src + lo * w,
-                 min_i32(ops[k].n, hi * w) - lo * w, rows, w, 1, (size_t)ops[k].n);
+            pack(t->ops, operands[k].dst + (size_t)lo * cr * w, cr, (size_t)lb,
+                 operands[k].src + lo * w, min_i32(n, hi * w) - lo * w, rows, w, 1, (size_t)n);
     }
 }
 
