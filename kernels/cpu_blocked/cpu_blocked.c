@@ -40,7 +40,10 @@
  *                     run it alone). The column groups are the dh phases',
  *                     so the dW operand a task reads was packed on its own
  *                     thread; two threads' regions meet only at a panel's
- *                     edge.
+ *                     edge;
+ *             edges   after the last chunk, the caller alone stores the
+ *                     cache lines of the caller's dW rows in which two
+ *                     column groups meet (see "Edges" below).
  *
  * The pool (cpb_pool.c) gives each thread the same home range of a phase's
  * tasks in every call, so a task's outputs stay in one core's cache.
@@ -64,6 +67,8 @@
 #define C AUXTRUNK_CANON_CHUNK
 /* Buffers are aligned for whole vector loads; any alignment gives the same bits. */
 #define ALIGN_FLOATS 16
+/* Floats of one cache line (64 bytes). */
+#define LINE_FLOATS 16
 
 static int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
 static int32_t max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
@@ -108,6 +113,9 @@ struct cpb_trunk {
     float *ad2;         /* dh2_pre of the chunk as A tiles, depth H2: the dh1
                            product's operand */
     float *stack;       /* [levels][set] pending tree nodes */
+    float *edge;        /* [3 layers][threads - 1 boundaries][2 sides][edge_rows]
+                           [LINE_FLOATS]: see "Edges" */
+    int32_t edge_rows;  /* the widest K of the three weight gradients */
     scratch_t *scratch; /* one per thread */
     uint32_t *marks;    /* the scratches' `packed` arrays */
 };
@@ -151,6 +159,7 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
     TAKE(t->a1, tile_floats(t, d.enc, t->cr));
     TAKE(t->ad2, tile_floats(t, t->cr, d.h2));
     TAKE(t->stack, (size_t)t->levels * t->set);
+    TAKE(t->edge, (size_t)3 * (size_t)(threads - 1) * 2 * (size_t)t->edge_rows * LINE_FLOATS);
     const int32_t depth = max_i32(max_i32(d.enc, d.h1), max_i32(d.h2, d.aux));
     for (int32_t i = 0; i < threads; i++) {
         scratch_t *s = &t->scratch[i];
@@ -183,6 +192,7 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
     const int32_t nc = auxtrunk_canon_chunks(cfg->max_batch);
     t->levels = nc > 1 ? stack_levels(nc) : 0;
     t->set = AUXTRUNK_PARAM_COUNT(&t->d);
+    t->edge_rows = max_i32(t->d.enc, max_i32(t->d.h1, t->d.h2));
     cpb_status_t st = CPB_E_MEMORY;
     if (!(t->scratch = calloc((size_t)threads, sizeof *t->scratch)))
         goto fail_scratch;
@@ -448,6 +458,8 @@ typedef struct bwd_call {
     int32_t tiles;    /* its row tiles */
     int32_t q2, q1;   /* column groups of the dh2 and dh1 phases */
     uint32_t call;    /* t->calls of this call */
+    int edges[3];     /* per grads layer (grad_layer): whether its groups'
+                         shared lines go through the edge entries */
 } bwd_call_t;
 
 /* Column groups of a hidden-gradient phase: one per thread, at most one per
@@ -590,6 +602,19 @@ typedef struct region {
     int32_t N, k0, rows, c0, cols, bias;
 } region_t;
 
+/* db = sb, or db = db + sb, over a region's bias columns (its first row
+ * block only). */
+static void region_bias(const region_t *r, float *db, const float *sb, int add)
+{
+    if (!r->bias)
+        return;
+    if (add)
+        for (int32_t j = r->c0; j < r->c0 + r->cols; j++)
+            db[j] = db[j] + sb[j];
+    else
+        memcpy(db + r->c0, sb + r->c0, (size_t)r->cols * sizeof *db);
+}
+
 /* dst = src, or dst = dst + src (one addition, left operand first), over a
  * region's weights and bias. */
 static void region_combine(const region_t *r, float *dw, float *db, const float *sw,
@@ -605,13 +630,7 @@ static void region_combine(const region_t *r, float *dw, float *db, const float 
         else
             memcpy(o, v, (size_t)r->cols * sizeof *o);
     }
-    if (!r->bias)
-        return;
-    if (add)
-        for (int32_t j = r->c0; j < r->c0 + r->cols; j++)
-            db[j] = db[j] + sb[j];
-    else
-        memcpy(db + r->c0, sb + r->c0, (size_t)r->cols * sizeof *db);
+    region_bias(r, db, sb, add);
 }
 
 /* Rows of a weight gradient per grads task: whole A tiles, about 32. */
@@ -643,6 +662,126 @@ static grad_layer_t grad_layer(const bwd_call_t *c, int32_t l)
                               AUXTRUNK_B3_OFFSET(&d), d.h2, d.aux, c->q2};
     return (grad_layer_t){t->a2, t->g2, c->g->dw2, c->g->db2, AUXTRUNK_W2_OFFSET(&d),
                           AUXTRUNK_B2_OFFSET(&d), d.h1, d.h2, c->q2};
+}
+
+/* ------------------------------------------------------------------------- */
+/* Edges                                                                     */
+/* Two column groups of a weight gradient meet at a panel's edge, which in
+ * the caller's array (the caller allocates g) need not be a cache line's. If
+ * both threads stored into that line, it would move between their cores at
+ * every store (false sharing: about 25 us of a two-thread step at B = 64
+ * with g 16 bytes past a line; docs/cpu-perf.md, step 12). So where the first
+ * column c of group j lies inside a line of a row, group j - 1 puts its
+ * floats of that line into the left side of boundary j's edge entry for the
+ * row, group j its floats into the right side (each side a line of its own),
+ * and after the phase the caller stores the whole line: v, or g_old + v with
+ * accumulate, the same one operation as every other element gets. Used
+ * where panels and every group of the layer are at least a line wide
+ * (elsewhere the stores stay in place: false sharing costs time, never
+ * bits). */
+
+/* Floats of `row` before column c in c's cache line. */
+static int32_t line_lead(const float *row, int32_t c)
+{
+    return (int32_t)(((uintptr_t)(row + c) % (LINE_FLOATS * sizeof(float))) / sizeof(float));
+}
+
+/* Columns [*lo, *hi) of group q of layer L. */
+static void group_columns(const cpb_trunk_t *t, const grad_layer_t *L, int32_t q, int32_t *lo,
+                          int32_t *hi)
+{
+    int32_t p0, p1;
+    part_of(blocks(L->N, t->nr), q, L->groups, &p0, &p1);
+    *lo = p0 * t->nr;
+    *hi = min_i32(L->N, p1 * t->nr);
+}
+
+static int layer_edges(const cpb_trunk_t *t, const grad_layer_t *L)
+{
+    if (L->groups < 2 || t->nr < LINE_FLOATS)
+        return 0;
+    for (int32_t q = 0; q < L->groups; q++) {
+        int32_t lo, hi;
+        group_columns(t, L, q, &lo, &hi);
+        if (hi - lo < LINE_FLOATS)
+            return 0;
+    }
+    return 1;
+}
+
+/* Side `side` (0: the floats before the boundary, 1: from it on) of the edge
+ * entry of boundary j (1 .. groups - 1) of grads layer l, row k. */
+static float *edge_entry(const cpb_trunk_t *t, int32_t l, int32_t j, int32_t side, int32_t k)
+{
+    const size_t bounds = (size_t)cpb_pool_threads(t->pool) - 1;
+    return t->edge +
+           ((((size_t)l * bounds + (size_t)(j - 1)) * 2 + (size_t)side) * (size_t)t->edge_rows +
+            (size_t)k) *
+               LINE_FLOATS;
+}
+
+/* Stores v[0, cols) as columns [c0, c0 + cols) of row k, inside group q's
+ * columns, of grads layer l's gradient in the caller's array: o = v, or
+ * o = o + v with add; the floats in a line shared with a neighbouring group
+ * go unadded to their side of its edge entry instead. */
+static void store_row(const bwd_call_t *c, int32_t l, const grad_layer_t *L, int32_t q, int32_t k,
+                      int32_t c0, const float *restrict v, int32_t cols, int add)
+{
+    float *restrict row = L->gw + (size_t)k * L->N;
+    int32_t d0 = c0, d1 = c0 + cols; /* stored in place */
+    float *lead = NULL, *tail = NULL; /* this group's sides of its two boundaries */
+    int32_t lead0 = 0, tail0 = 0;     /* the first columns of those lines */
+    if (c->edges[l]) {
+        int32_t glo, ghi, e;
+        group_columns(c->t, L, q, &glo, &ghi);
+        if (q > 0 && (e = line_lead(row, glo)) != 0) {
+            lead0 = glo - e;
+            lead = edge_entry(c->t, l, q, 1, k);
+            d0 = max_i32(d0, min_i32(d1, lead0 + LINE_FLOATS));
+        }
+        if (q < L->groups - 1 && (e = line_lead(row, ghi)) != 0) {
+            tail0 = ghi - e;
+            tail = edge_entry(c->t, l, q + 1, 0, k);
+            d1 = min_i32(d1, max_i32(d0, tail0));
+        }
+    }
+    for (int32_t i = c0; i < d0; i++)
+        lead[i - lead0] = v[i - c0];
+    if (add)
+        for (int32_t i = d0; i < d1; i++)
+            row[i] = row[i] + v[i - c0];
+    else if (d1 > d0)
+        memcpy(row + d0, v + (d0 - c0), (size_t)(d1 - d0) * sizeof *row);
+    for (int32_t i = d1; i < c0 + cols; i++)
+        tail[i - tail0] = v[i - c0];
+}
+
+/* After the last chunk's grads phase, on the caller: every line of the
+ * caller's gradients in which two groups meet, from its edge entry. */
+static void store_edges(const bwd_call_t *c)
+{
+    const cpb_trunk_t *t = c->t;
+    for (int32_t l = 0; l < 3; l++) {
+        if (!c->edges[l])
+            continue;
+        const grad_layer_t L = grad_layer(c, l);
+        for (int32_t j = 1; j < L.groups; j++) {
+            int32_t cj, end;
+            group_columns(t, &L, j, &cj, &end);
+            for (int32_t k = 0; k < L.K; k++) {
+                float *row = L.gw + (size_t)k * L.N;
+                const int32_t e = line_lead(row, cj);
+                if (e == 0)
+                    continue;
+                const float *left = edge_entry(t, l, j, 0, k), *right = edge_entry(t, l, j, 1, k);
+                float *restrict o = row + cj - e;
+                for (int32_t i = 0; i < LINE_FLOATS; i++) {
+                    const float v = i < e ? left[i] : right[i];
+                    o[i] = c->accumulate ? o[i] + v : v;
+                }
+            }
+        }
+    }
 }
 
 /* Tasks of one column group in a chunk's grads phase: the row blocks of
@@ -707,6 +846,12 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
             const float *ak = L.a + (size_t)(k0 / mr) * cr * mr;
             const int32_t kr = min_i32(mr, L.K - k0);
             float *o = dw + (size_t)k0 * L.N + c0;
+            if (single && c->edges[l] && ((q > 0 && p == lo) || (q < L.groups - 1 && p == hi - 1))) {
+                t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
+                for (int32_t k = 0; k < kr; k++)
+                    store_row(c, l, &L, q, k0 + k, c0, s->tile + (size_t)k * nr, cols, add);
+                continue;
+            }
             if (!add && kr == mr && cols == nr) {
                 t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)L.N);
                 continue;
@@ -747,7 +892,9 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
         region_combine(&r, st + (size_t)(depth - 2) * n + L.ow,
                        st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
                        st + (size_t)(depth - 1) * n + L.ob, 1);
-    region_combine(&r, L.gw, L.gb, st + L.ow, st + L.ob, c->accumulate);
+    for (int32_t k = r.k0; k < r.k0 + r.rows; k++)
+        store_row(c, l, &L, q, k, r.c0, st + L.ow + (size_t)k * L.N + r.c0, r.cols, c->accumulate);
+    region_bias(&r, L.gb, st + L.ob, c->accumulate);
 }
 
 void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const float *h1,
@@ -768,6 +915,10 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
                     .q2 = column_groups(t, t->d.h2),
                     .q1 = column_groups(t, t->d.h1),
                     .call = t->calls};
+    for (int32_t l = 0; l < 3; l++) {
+        const grad_layer_t L = grad_layer(&c, l);
+        c.edges[l] = layer_edges(t, &L);
+    }
     for (c.chunk = 0; c.chunk < c.nc; c.chunk++) {
         c.b0 = c.chunk * C;
         c.rows = min_i32(C, batch - c.b0);
@@ -776,4 +927,5 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
         cpb_pool_run(t->pool, c.q1 * c.tiles, bwd_dh1_task, &c);
         cpb_pool_run(t->pool, grad_groups(&c) * group_tasks(t), bwd_grads_task, &c);
     }
+    store_edges(&c);
 }

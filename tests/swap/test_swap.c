@@ -229,7 +229,7 @@ static void blocked_case(shape_t sh, tst_rng_t *rng)
     ck_assert_msg(ath_plugin_load(CPU_SO, &cpu, &err) == ATH_LOAD_OK, "%s", err.msg);
     ck_assert_msg(ath_plugin_load(BLOCKED_SO, &blk, &err) == ATH_LOAD_OK, "%s", err.msg);
     ck_assert_str_eq(blk.api.impl_name, "cpu-blocked");
-    ck_assert_str_eq(blk.api.kernel_version, "cpu-blocked 2.2.0 (canon 1)");
+    ck_assert_str_eq(blk.api.kernel_version, "cpu-blocked 2.3.0 (canon 1)");
     ck_assert(blk.api.caps & AUXTRUNK_CAP_EXACT);
     ck_assert(ath_plugin_init(&cpu, &c, &err) == ATH_LOAD_OK);
     ck_assert(ath_plugin_init(&blk, &c, &err) == ATH_LOAD_OK);
@@ -402,7 +402,7 @@ START_TEST(test_swap_curve_bit_identical)
     ck_assert_msg(rc == 0, "swapped run failed (%d):\n%s", rc, g_out);
     ck_assert_msg(count_of(g_out, ": took ") == 3, "expected three swaps:\n%s", g_out);
     const char *l = line_with("after step 10 (--swap-at): took cpu-blocked");
-    ck_assert_msg(l && strstr(l, "[cpu-blocked 2.2.0 (canon 1)]") &&
+    ck_assert_msg(l && strstr(l, "[cpu-blocked 2.3.0 (canon 1)]") &&
                       strstr(l, "replacing cpu-ref [cpu-ref 1.0.0 (canon 1)]") &&
                       strstr(l, "bit-identical") && strstr(l, " ms]"),
                   "swap line lacks a version, the canary or the time:\n%s", g_out);

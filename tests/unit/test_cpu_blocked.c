@@ -283,6 +283,67 @@ START_TEST(test_kernels_bit_exact)
 }
 END_TEST
 
+/* Gradient arrays at every float offset from a cache line (the caller
+ * allocates them; where two threads' column groups meet inside a line, the
+ * line is stored through cpu_blocked.c's edge entries): overwrite and
+ * accumulate give the reference's bits at 2, 3 and 7 threads, for one chunk
+ * (stored from the tiles) and several (stored from the tree), production
+ * widths and widths whose rows are not whole lines. Everything outside the
+ * arrays stays as it was. */
+START_TEST(test_gradients_at_every_line_offset)
+{
+    static const shape_case_t cases[] = {
+        {{256, 256, 256, 128}, 64, 0},
+        {{256, 256, 256, 128}, 300, 0},
+        {{13, 130, 17, 66}, 40, 0},
+    };
+    const shape_case_t *sc = &cases[_i];
+    problem_t pr;
+    problem_make(&pr, sc->d, sc->B, (uint64_t)_i + 101);
+    const atk_params_t p = params_of(&pr);
+    const int32_t threads[] = {2, 3, 7};
+    for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
+        const cpb_config_t cfg = {.dims = sc->d, .max_batch = sc->B, .threads = threads[k]};
+        cpb_trunk_t *t;
+        ck_assert_int_eq(cpb_create(&cfg, &t), CPB_OK);
+        for (int32_t off = 0; off < 16; off++) {
+            float *base[NT], *g[NT];
+            for (int i = 0; i < NT; i++) {
+                base[i] = aligned_alloc(64, (pr.size[i] + 32) * sizeof(float));
+                ck_assert_ptr_nonnull(base[i]);
+                poison(base[i], pr.size[i] + 32);
+                g[i] = base[i] + off;
+            }
+            const atk_grads_t gv = grads_of(g);
+            char config[160];
+            snprintf(config, sizeof config, "%s, %d threads, dims %d/%d/%d/%d, B=%d, g at +%d floats",
+                     cpb_isa_name(t), threads[k], sc->d.enc, sc->d.h1, sc->d.h2, sc->d.aux, sc->B,
+                     off);
+            cpb_backward(t, &p, pr.x, pr.h1, pr.h2, pr.dout, sc->B, &gv, 0);
+            for (int i = 0; i < NT; i++)
+                assert_bits(g[i], pr.g[i], pr.size[i], g_names[i], config);
+            for (int i = 0; i < NT; i++)
+                memcpy(g[i], pr.g_old[i], pr.size[i] * sizeof(float));
+            cpb_backward(t, &p, pr.x, pr.h1, pr.h2, pr.dout, sc->B, &gv, 1);
+            for (int i = 0; i < NT; i++) {
+                assert_bits(g[i], pr.g_acc[i], pr.size[i], g_names[i], config);
+                for (int32_t j = 0; j < off; j++)
+                    ck_assert_msg(tst_f32_bits(base[i][j]) == POISON_BITS,
+                                  "%s: %s: float %d before the array written", config,
+                                  g_names[i], (int)j - off);
+                for (int32_t j = 0; j < 32 - off; j++)
+                    ck_assert_msg(tst_f32_bits(g[i][pr.size[i] + (size_t)j]) == POISON_BITS,
+                                  "%s: %s: float %d past the array written", config, g_names[i],
+                                  (int)j);
+                free(base[i]);
+            }
+        }
+        cpb_destroy(t);
+    }
+    problem_free(&pr);
+}
+END_TEST
+
 /* The variant AUTO picks is the widest the CPU runs. */
 START_TEST(test_auto_is_widest)
 {
@@ -553,6 +614,7 @@ static Suite *cpu_blocked_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, test_kernels_bit_exact, 0, (int)(sizeof g_cases / sizeof g_cases[0]));
     tcase_add_test(tc, test_auto_is_widest);
+    tcase_add_loop_test(tc, test_gradients_at_every_line_offset, 0, 3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("canon");
