@@ -77,17 +77,20 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
                                        int batch, float *h1, float *h2, float *out,
                                        cudaStream_t stream)
 {
-    if (batch < V2_FAST_MIN_BATCH)
-        return v3_forward(d, p, x, batch, h1, h2, out, stream);
     if (!wgmma_forward_takes(d, p, x, batch, h1, h2, out))
-        return v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
+        return batch < V2_FAST_MIN_BATCH ? v3_forward(d, p, x, batch, h1, h2, out, stream)
+                                         : v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
+    /* the first launch of the call is an ordinary one: whatever the caller
+     * queued before (an optimizer step writing the weights) is complete
+     * before any block runs; the next ones stage their weights early */
     const int st = V3_WGMMA_STAGING_BLOCK4;
     cudaError_t e;
-    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, st, stream)) !=
+    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, st, 0, stream)) !=
             cudaSuccess ||
-        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, st, stream)) != cudaSuccess)
+        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, st, 1, stream)) !=
+            cudaSuccess)
         return e;
-    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, st, stream);
+    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, st, 1, stream);
 }
 
 extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -95,20 +98,22 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
                                         int batch, const atk_grads_t *g, int accumulate,
                                         float *workspace, cudaStream_t stream)
 {
-    if (batch < V2_FAST_MIN_BATCH)
-        return v3_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     if (!wgmma_backward_takes(d, p, x, h1, h2, dout, batch, g, workspace))
-        return v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+        return batch < V2_FAST_MIN_BATCH
+                   ? v3_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream)
+                   : v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace,
+                                      stream);
     /* dh2_pre and dh1_pre where cuda-v2's weight gradients read them */
     const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
     cudaError_t e;
-    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, stream)) !=
+    /* an ordinary first launch, then dependents (as in the forward) */
+    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, stream)) !=
             cudaSuccess ||
-        (e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, stream)) !=
+        (e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, stream)) !=
             cudaSuccess)
         return e;
     if (V3_WGMMA_WEIGHT_GRADS)
         return v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
-                                     W.partials, stream);
+                                     W.partials, 1, stream);
     return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
 }

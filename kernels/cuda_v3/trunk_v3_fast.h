@@ -6,25 +6,28 @@
  *
  * Which kernels run (fixed by the widths and the batch; nothing depends on
  * data):
- *   B < V2_FAST_MIN_BATCH   cuda-v3's exact path (v3_forward, v3_backward):
- *   (trunk_v2.h, 2,048)     canonical bits, so fast mode is never slower
- *                           than exact mode there;
- *   B >= it                 cuda-v2's fast kernels (trunk_v2_fast.cu,
- *                           linked): mma.sync TF32, and cuda-v2's exact
- *                           kernels outside their domain;
- *   B >= V3_WGMMA_MIN_BATCH the forward on the Hopper layer GEMM below
- *   (4,096)                 (three launches, bias and ELU fused, staging
- *                           variant 2), and the backward's hidden gradients
- *                           dh2_pre, dh1_pre on its ELU' form (two launches,
- *                           the weights read as stored: no transposed copy),
- *                           where the device runs its sm_90a image, the
- *                           widths are in its domain and every pointer is
- *                           16-byte aligned; then the weight and bias
- *                           gradients from dh2_pre and dh1_pre in the
- *                           workspace: on the same GEMM's tensor cores
- *                           (v3_wgmma_weight_grads, two launches) where
- *                           V3_WGMMA_WEIGHT_GRADS is 1, else cuda-v2's
- *                           fast launches (v2_fast_weight_grads).
+ *   B >= V3_WGMMA_MIN_BATCH  the Hopper layer GEMM below, where the device
+ *   (1,024)                  runs its sm_90a image, the widths are in its
+ *                            domain and every pointer is 16-byte aligned: the
+ *                            forward in three launches (bias and ELU fused,
+ *                            staging variant 2), the backward's hidden
+ *                            gradients dh2_pre, dh1_pre on its ELU' form (two
+ *                            launches, the weights read as stored: no
+ *                            transposed copy), then the weight and bias
+ *                            gradients from dh2_pre and dh1_pre in the
+ *                            workspace, on the same GEMM's tensor cores
+ *                            (v3_wgmma_weight_grads, two launches) where
+ *                            V3_WGMMA_WEIGHT_GRADS is 1, else cuda-v2's fast
+ *                            launches (v2_fast_weight_grads). Every launch
+ *                            after the first of a call is a programmatic
+ *                            dependent of the one before (pdl below);
+ *   otherwise, B < V2_FAST_MIN_BATCH (trunk_v2.h, 2,048)
+ *                            cuda-v3's exact path (v3_forward, v3_backward):
+ *                            canonical bits, so fast mode is never slower
+ *                            than exact mode there;
+ *   otherwise                cuda-v2's fast kernels (trunk_v2_fast.cu,
+ *                            linked): mma.sync TF32, and cuda-v2's exact
+ *                            kernels outside their domain.
  * Deterministic (no atomics; a summation order fixed by the widths and the
  * batch), graph-capturable (no allocation, no synchronisation, launches on
  * the caller's stream only), no gradient for x.
@@ -49,8 +52,9 @@
  *
  * The Hopper layer GEMM below (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a):
  * with staging variant 1 it measured slower than cuda-v2's fast forward at
- * every batch; variant 2 is faster from B = 4,096 on the H200
- * (docs/perf-notes-v3-fast.md), hence V3_WGMMA_MIN_BATCH. Its own test
+ * every batch; with variant 2 the whole step on it is faster than the exact
+ * path from B = 1,024 on the H200 and slower at 512 (docs/perf-notes-v3-fast.md,
+ * "The wgmma step from B = 1,024"), hence V3_WGMMA_MIN_BATCH. Its own test
  * (tests/cuda/test_v3_fast_wgmma.cu) checks both variants and the hidden
  * gradients.
  */
@@ -69,8 +73,8 @@ extern "C" {
 
 /* The tolerance above, for tests and documentation. */
 #define V3_FAST_TOL 1e-2
-/* Smallest batch whose forward runs on the Hopper layer GEMM. */
-#define V3_WGMMA_MIN_BATCH 4096
+/* Smallest batch whose step runs on the Hopper layer GEMM. */
+#define V3_WGMMA_MIN_BATCH 1024
 
 size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch);
 
@@ -104,12 +108,20 @@ int v3_wgmma_layer_supported(int m, int n, int k);
 #define V3_WGMMA_STAGING_SCALAR 1
 #define V3_WGMMA_STAGING_BLOCK4 2
 
+/* pdl (here and below): 0 for an ordinary launch; 1 to launch as a
+ * programmatic dependent of the stream's previous launch (as cuda-v2's
+ * trunk_v2_pdl.cuh does): the blocks stage w while that launch still runs and
+ * wait for it to complete before they touch anything else. Only for a
+ * previous launch that writes none of w (the caller's own launch of the same
+ * call, never what the caller queued before the call); the results are the
+ * same bits either way. */
+
 /* c [m, n] = act(a [m, k] · w [k, n] + bias [n]), act = ELU if elu, else
  * the identity; a and c 16-byte aligned; staging one of the variants above.
  * One launch on stream; cudaErrorInvalidValue (nothing launched) outside
  * the domain or before a successful v3_wgmma_prepare on this device. */
 cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c, int m,
-                           int n, int k, int elu, int staging, cudaStream_t stream);
+                           int n, int k, int elu, int staging, int pdl, cudaStream_t stream);
 
 /* A hidden gradient of the backward on the same GEMM:
  *     c [m, n] = (d [m, k] · wᵀ) ⊙ ELU'(y),  ELU' as auxtrunk_canon_elu_grad,
@@ -122,7 +134,7 @@ cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, fl
  * aligned; one launch on stream, cudaErrorInvalidValue (nothing launched)
  * outside it or before a successful v3_wgmma_prepare on this device. */
 cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y, float *c, int m,
-                                 int n, int k, cudaStream_t stream);
+                                 int n, int k, int pdl, cudaStream_t stream);
 
 /* The weight and bias gradients on the same tensor cores, in two launches:
  *     dW1 = xᵀ · dh1, dW2 = h1ᵀ · dh2, dW3 = h2ᵀ · dout, db = column sums,
@@ -136,7 +148,8 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
  * by the widths and the batch). Domain: every width a multiple of 4, batch >=
  * 1, every pointer 16-byte aligned and non-null; one pair of launches on
  * stream, cudaErrorInvalidValue (nothing launched) outside it or before a
- * successful v3_wgmma_prepare on this device.
+ * successful v3_wgmma_prepare on this device. pdl applies to the first
+ * launch; the second is always a dependent of the first.
  * partials holds v3_wgmma_weight_grads_floats(d, batch) floats:
  * min(264 / tiles, ceil(batch / 256)) · P (tiles: the 128 x 128 tiles of the
  * three weights, 10 for the production topology, so at most 26 · P), never
@@ -145,7 +158,7 @@ size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch);
 cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
                                   const float *h2, const float *dout, const float *dh1,
                                   const float *dh2, int batch, const atk_grads_t *g,
-                                  int accumulate, float *partials, cudaStream_t stream);
+                                  int accumulate, float *partials, int pdl, cudaStream_t stream);
 
 /* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's
  * v2_fast_weight_grads (0) after the wgmma hidden gradients. */

@@ -50,6 +50,7 @@
 
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"
+#include "trunk_v2_pdl.cuh"
 #include "trunk_v3_sync.cuh"
 
 namespace {
@@ -94,6 +95,7 @@ struct Layer {
     float *c;          /* [M, N] */
     int m, n, k;
     int elu;
+    int pdl; /* launched as a programmatic dependent (v3_wgmma_layer) */
     int tiles_n, tiles_m;
 };
 
@@ -340,17 +342,24 @@ __global__ void __launch_bounds__(NT, 1)
         for (int s = 0; s < STAGES; s++)
             mbar_init(bars + 8 * s, 1);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        for (int t = 0; t < STAGES && t < total; t++)
-            issue(t);
+        if (!L.pdl) /* the activations are ready: load them while W is staged */
+            for (int t = 0; t < STAGES && t < total; t++)
+                issue(t);
     }
 
-    /* B slice */
+    /* B slice: the weights, which no launch of the call writes, so a
+     * dependent launch stages them while its predecessor still runs */
     if (STAGING == STAGING_ROWS)
         stage_w_rows(gbase, L, n0, ks_n);
     else if (STAGING == V3_WGMMA_STAGING_BLOCK4)
         stage_wt_block4(gbase, L, n0, ks_n);
     else
         stage_wt_scalar(gbase, L, n0, ks_n);
+    v2pdl::pdl_wait(); /* the predecessor's activations (and record) are complete */
+    v2pdl::pdl_trigger();
+    if (L.pdl && tid == 0)
+        for (int t = 0; t < STAGES && t < total; t++)
+            issue(t);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
     __syncthreads(); /* Wᵀ staged, mbarriers initialised */
 
@@ -471,6 +480,8 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
 
     const int tid = threadIdx.x, g = tid & 31, kb = tid >> 5, wg = tid >> 7;
     const int ca = m0 + 4 * g, cg = n0 + 4 * g;
+    v2pdl::pdl_wait(); /* the hidden gradients are complete (when launched as a dependent) */
+    v2pdl::pdl_trigger();
     float4 ra[4], rg[4];
     load_rows4(ra, Q.a, Q.m, ca, b_begin + 4 * kb, b_end);
     load_rows4(rg, Q.g, Q.n, cg, b_begin + 4 * kb, b_end);
@@ -554,6 +565,8 @@ constexpr int SUM_THREADS = 256;
 
 __global__ void __launch_bounds__(SUM_THREADS) v3_wgmma_wgrad_sum_kernel(const __grid_constant__ WSum R)
 {
+    v2pdl::pdl_wait(); /* every partial is written */
+    v2pdl::pdl_trigger();
     const size_t i = ((size_t)blockIdx.x * SUM_THREADS + threadIdx.x) * 4;
     if (i >= R.end[5])
         return;
@@ -611,8 +624,8 @@ cudaError_t launch(int dev, const float *a, Layer L, cudaStream_t stream)
     L.tiles_m = (L.m + BM - 1) / BM;
     int groups = g_sms[dev] / L.tiles_n;
     groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
-    v3_wgmma_layer_kernel<STAGING, EPI><<<groups * L.tiles_n, NT, SMEM_BYTES, stream>>>(map, L);
-    return cudaGetLastError();
+    return v2pdl::launch(v3_wgmma_layer_kernel<STAGING, EPI>, dim3((unsigned)(groups * L.tiles_n)),
+                         dim3(NT), SMEM_BYTES, stream, L.pdl != 0, map, L);
 }
 
 /* The weight gradients' chunk plan, as cuda-v2's fast mode plans its own:
@@ -706,7 +719,7 @@ extern "C" int v3_wgmma_layer_supported(int m, int n, int k)
 }
 
 extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c,
-                                      int m, int n, int k, int elu, int staging,
+                                      int m, int n, int k, int elu, int staging, int pdl,
                                       cudaStream_t stream)
 {
     const int dev = ready_device();
@@ -716,21 +729,22 @@ extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const floa
         (staging == V3_WGMMA_STAGING_BLOCK4 && !aligned16(w)))
         return cudaErrorInvalidValue;
     Layer L = {};
-    L.w = w, L.bias = bias, L.c = c, L.m = m, L.n = n, L.k = k, L.elu = elu;
+    L.w = w, L.bias = bias, L.c = c, L.m = m, L.n = n, L.k = k, L.elu = elu, L.pdl = pdl;
     if (staging == V3_WGMMA_STAGING_BLOCK4)
         return launch<V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT>(dev, a, L, stream);
     return launch<V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT>(dev, a, L, stream);
 }
 
 extern "C" cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
-                                            float *c, int m, int n, int k, cudaStream_t stream)
+                                            float *c, int m, int n, int k, int pdl,
+                                            cudaStream_t stream)
 {
     const int dev = ready_device();
     if (dev < 0 || !d || !w || !y || !c || !v3_wgmma_layer_supported(m, n, k) || !aligned16(d) ||
         !aligned16(w) || !aligned16(y) || !aligned16(c))
         return cudaErrorInvalidValue;
     Layer L = {};
-    L.w = w, L.y = y, L.c = c, L.m = m, L.n = n, L.k = k;
+    L.w = w, L.y = y, L.c = c, L.m = m, L.n = n, L.k = k, L.pdl = pdl;
     return launch<STAGING_ROWS, EPI_ELU_GRAD>(dev, d, L, stream);
 }
 
@@ -744,7 +758,8 @@ extern "C" size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch)
 extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
                                              const float *h2, const float *dout, const float *dh1,
                                              const float *dh2, int batch, const atk_grads_t *g,
-                                             int accumulate, float *partials, cudaStream_t stream)
+                                             int accumulate, float *partials, int pdl,
+                                             cudaStream_t stream)
 {
     const int dev = ready_device();
     const void *const in[7] = {x, h1, h2, dout, dh1, dh2, partials};
@@ -776,9 +791,9 @@ extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const
         tiles += ((Q.m + BM - 1) / BM) * Q.tiles_n;
     }
     G.partials = partials, G.stride = off[6], G.batch = batch, G.chunk_len = len;
-    v3_wgmma_wgrad_kernel<<<dim3((unsigned)tiles, (unsigned)nc), NT, WG_SMEM_BYTES, stream>>>(G);
     cudaError_t e;
-    if ((e = cudaGetLastError()) != cudaSuccess)
+    if ((e = v2pdl::launch(v3_wgmma_wgrad_kernel, dim3((unsigned)tiles, (unsigned)nc), dim3(NT),
+                           WG_SMEM_BYTES, stream, pdl != 0, G)) != cudaSuccess)
         return e;
 
     WSum R = {};
@@ -786,7 +801,8 @@ extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const
     for (int i = 0; i < 6; i++)
         R.end[i] = off[i + 1], R.dst[i] = dst[i];
     const size_t groups = off[6] / 4;
-    v3_wgmma_wgrad_sum_kernel<<<(unsigned)((groups + SUM_THREADS - 1) / SUM_THREADS), SUM_THREADS,
-                                0, stream>>>(R);
-    return cudaGetLastError();
+    /* a dependent of the launch above, always */
+    return v2pdl::launch(v3_wgmma_wgrad_sum_kernel,
+                         dim3((unsigned)((groups + SUM_THREADS - 1) / SUM_THREADS)),
+                         dim3(SUM_THREADS), 0, stream, true, R);
 }

@@ -7,7 +7,7 @@
  * the table: names, caps and the kernel functions of each mode. A handle
  * configured with AUXTRUNK_CONFIG_FAST runs trunk_v3_fast.h's kernels
  * (AUXTRUNK_CAP_FAST_MODE; TF32, not bit-exact, tolerance V3_FAST_TOL = 1e-2
- * against the double reference; exact below V2_FAST_MIN_BATCH), any other
+ * against the double reference; exact below V3_WGMMA_MIN_BATCH), any other
  * handle the exact kernels (AUXTRUNK_CAP_EXACT holds for it).
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:

@@ -145,10 +145,10 @@ int main(int argc, char **argv)
         CK(cudaMalloc(&out2, (size_t)B * D.aux * sizeof(float)));
         auto wgmma_fwd = [&](int staging, float *o) {
             cudaError_t e;
-            if ((e = v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0)) != cudaSuccess ||
-                (e = v3_wgmma_layer(h1, w2, b2, h2, B, D.h2, D.h1, 1, staging, 0)) != cudaSuccess)
+            if ((e = v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, 0)) != cudaSuccess ||
+                (e = v3_wgmma_layer(h1, w2, b2, h2, B, D.h2, D.h1, 1, staging, 1, 0)) != cudaSuccess)
                 return e;
-            return v3_wgmma_layer(h2, w3, b3, o, B, D.aux, D.h2, 0, staging, 0);
+            return v3_wgmma_layer(h2, w3, b3, o, B, D.aux, D.h2, 0, staging, 1, 0);
         };
         const double v2 =
             median_us(iters, [&] { return v2_fast_forward(D, &p, x, B, h1, h2, out2, 0); });
@@ -157,7 +157,7 @@ int main(int argc, char **argv)
             const int staging = s ? V3_WGMMA_STAGING_BLOCK4 : V3_WGMMA_STAGING_SCALAR;
             fwd[s] = median_us(iters, [&] { return wgmma_fwd(staging, out); });
             l1[s] = median_us(iters, [&] {
-                return v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0);
+                return v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, 0);
             });
         }
         CK(wgmma_fwd(V3_WGMMA_STAGING_BLOCK4, out));
@@ -214,13 +214,13 @@ int main(int argc, char **argv)
             iters, [&] { return v2_fast_weight_grads(D, x, h1, h2, dout, B, &g3, 0, ws, 0); });
         const double wgv3 = median_us(iters, [&] {
             return v3_wgmma_weight_grads(D, x, h1, h2, dout, W.dh1, W.dh2, B, &g3, 0, W.partials,
-                                         0);
+                                         0, 0);
         });
         const double dh = median_us(iters, [&] {
-            cudaError_t e = v3_wgmma_hidden_grad(dout, p.w3, h2, W.dh2, B, D.h2, D.aux, 0);
+            cudaError_t e = v3_wgmma_hidden_grad(dout, p.w3, h2, W.dh2, B, D.h2, D.aux, 0, 0);
             return e != cudaSuccess
                        ? e
-                       : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 0);
+                       : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 1, 0);
         });
         CK(v2_fast_backward(D, &p, x, h1, h2, dout, B, &g2, 0, ws, 0));
         CK(v3_fast_backward(D, &p, x, h1, h2, dout, B, &g3, 0, ws, 0));

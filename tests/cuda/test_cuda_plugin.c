@@ -1131,8 +1131,7 @@ START_TEST(fast_mode_graph_replay_equals_eager)
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x64);
     const ref64_dims_t d = PRODUCTION;
-    /* below the fast kernels, at their smallest batch, and at 4,096 (where
-     * cuda-v3's forward runs its Hopper layer GEMM) */
+    /* below the fast kernels, at their smallest batch, and at 4,096 */
     const int batches[] = {97, CUDA_FAST_MIN_BATCH, 4096};
     const auxtrunk_api_t *api = plugin(&g_cuda);
     cudaStream_t s;

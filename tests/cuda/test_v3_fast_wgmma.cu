@@ -102,18 +102,23 @@ typedef struct layer_case {
     int m, n, k, elu;
 } layer_case_t;
 
-/* Copies the device result (c and its guard floats) of two calls made by
- * call(), checks the guards, the bits of the second call against the first,
- * and that every element was written (finite; c was NaN-poisoned). */
+/* Copies the device result (c and its guard floats) of call(0), then of
+ * call(0) followed at once by call(1) (a programmatic dependent launch) on c
+ * poisoned again; checks the guards, the bits of the last call against the
+ * first, and that every element was written (finite; c was NaN-poisoned). */
 template <class F>
 static std::vector<float> two_calls(F call, float *dc, size_t nc,
                                     const std::vector<float> &guard_want, const char *what)
 {
     std::vector<float> got(nc + GUARD), again(nc + GUARD);
-    CUDA_OK(call());
+    CUDA_OK(call(0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(got.data(), dc, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_OK(call());
+    /* again, then at once as a programmatic dependent of that call: it stages
+     * its operands while the first still runs, and must give the same bits */
+    CUDA_OK(cudaMemset(dc, 0xFF, nc * sizeof(float)));
+    CUDA_OK(call(0));
+    CUDA_OK(call(1));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(again.data(), dc, again.size() * sizeof(float), cudaMemcpyDeviceToHost));
     for (int i = 0; i < GUARD; i++)
@@ -148,7 +153,9 @@ static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng
     char what[96];
     snprintf(what, sizeof what, "layer m %d n %d k %d", c.m, c.n, c.k);
     const std::vector<float> got =
-        two_calls([&] { return v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, 0); },
+        two_calls([&](int pdl) {
+            return v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, pdl, 0);
+        },
                   dc, nc, guard_want, what);
 
     double worst = 0, scale_ref = 0;
@@ -200,7 +207,7 @@ static double run_hidden_grad(const layer_case_t &c, float scale, float zscale, 
     char what[96];
     snprintf(what, sizeof what, "hidden grad m %d n %d k %d", c.m, c.n, c.k);
     const std::vector<float> got =
-        two_calls([&] { return v3_wgmma_hidden_grad(dd, dw, dy, dc, c.m, c.n, c.k, 0); }, dc, nc,
+        two_calls([&](int pdl) { return v3_wgmma_hidden_grad(dd, dw, dy, dc, c.m, c.n, c.k, pdl, 0); }, dc, nc,
                   guard_want, what);
 
     double worst = 0, scale_ref = 0;
@@ -359,11 +366,12 @@ static double run_weight_grads(const wgrad_case_t &c, float scale, tst_rng_t *r)
 
     char what[96];
     snprintf(what, sizeof what, "weight grads %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
-    auto call = [&](int accumulate) {
+    auto call = [&](int accumulate, int pdl) {
         return v3_wgmma_weight_grads(d, dev[0], dev[1], dev[2], dev[5], dev[3], dev[4], B, &g,
-                                     accumulate, dpart, 0);
+                                     accumulate, dpart, pdl, 0);
     };
-    const std::vector<float> got = two_calls([&] { return call(0); }, dg, P, guard_want, what);
+    const std::vector<float> got =
+        two_calls([&](int pdl) { return call(0, pdl); }, dg, P, guard_want, what);
     static const char *const names[6] = {"dW1", "db1", "dW2", "db2", "dW3", "db3"};
     const size_t end[6] = {off[1], off[2], off[3], off[4], off[5], P};
     printf("  wgmma weight grads %3d/%3d/%3d/%3d B %5d, inputs ±%g:", d.enc, d.h1, d.h2, d.aux, B,
@@ -376,7 +384,7 @@ static double run_weight_grads(const wgrad_case_t &c, float scale, tst_rng_t *r)
     std::vector<float> g0(P);
     tst_rng_fill(r, g0.data(), P, -scale, scale);
     CUDA_OK(cudaMemcpy(dg, g0.data(), P * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(call(1));
+    CUDA_OK(call(1, 0));
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> acc(P);
     CUDA_OK(cudaMemcpy(acc.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
@@ -432,35 +440,35 @@ START_TEST(outside_the_domain_is_refused)
     ck_assert(!v3_wgmma_layer_supported(16, 254, 256));
     ck_assert(!v3_wgmma_layer_supported(16, 256, 6));
     ck_assert(!v3_wgmma_layer_supported(0, 256, 256));
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 260, 1, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 260, 1, 1, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf + 1, w, b, buf + 4096, 16, 256, 256, 1, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf + 1, w, b, buf + 4096, 16, 256, 256, 1, 1, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4097, 16, 256, 256, 1, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4097, 16, 256, 256, 1, 1, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 0, 256, 256, 1, 1, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 0, 256, 256, 1, 1, 0, 0),
                      cudaErrorInvalidValue);
     /* an unknown staging variant; variant 2 with w not 16-byte aligned */
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 3, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 3, 0, 0),
                      cudaErrorInvalidValue);
     ck_assert_int_eq(
-        v3_wgmma_layer(buf, w + 1, b, buf + 4096, 16, 256, 256, 1, V3_WGMMA_STAGING_BLOCK4, 0),
+        v3_wgmma_layer(buf, w + 1, b, buf + 4096, 16, 256, 256, 1, V3_WGMMA_STAGING_BLOCK4, 0, 0),
         cudaErrorInvalidValue);
     /* the hidden gradient: k > 256, n not a multiple of 4, each pointer
      * misaligned or null in turn */
     float *c = buf + 4096;
     const float *y = buf + 8192;
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 256, 260, 0), cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 254, 256, 0), cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf + 1, w, y, c, 16, 256, 256, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 256, 260, 0, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 254, 256, 0, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf + 1, w, y, c, 16, 256, 256, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w + 1, y, c, 16, 256, 256, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w + 1, y, c, 16, 256, 256, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y + 2, c, 16, 256, 256, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y + 2, c, 16, 256, 256, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c + 1, 16, 256, 256, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c + 1, 16, 256, 256, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, NULL, c, 16, 256, 256, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, NULL, c, 16, 256, 256, 0, 0), cudaErrorInvalidValue);
     /* the weight gradients: a width not a multiple of 4, batch 0, each
      * pointer misaligned or null in turn; nothing written */
     const atk_dims_t td = {8, 8, 8, 8}, odd = {8, 6, 8, 8};
@@ -470,28 +478,28 @@ START_TEST(outside_the_domain_is_refused)
     atk_grads_t tg = {gflat, gflat + 64, gflat + 128, gflat + 192, gflat + 256, gflat + 320};
     float *part = buf + 131072;
     ck_assert_uint_eq(v3_wgmma_weight_grads_floats(odd, 16), 0);
-    ck_assert_int_eq(v3_wgmma_weight_grads(odd, in, in, in, in, in, in, 16, &tg, 0, part, 0),
+    ck_assert_int_eq(v3_wgmma_weight_grads(odd, in, in, in, in, in, in, 16, &tg, 0, part, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 0, &tg, 0, part, 0),
+    ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 0, &tg, 0, part, 0, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, NULL, 0, part, 0),
+    ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, NULL, 0, part, 0, 0),
                      cudaErrorInvalidValue);
     for (int i = 0; i < 7; i++)
         for (int bad = 0; bad < 2; bad++) {
             const float *p[7] = {in, in, in, in, in, in, part};
             p[i] = bad ? NULL : p[i] + 1;
             ck_assert_int_eq(v3_wgmma_weight_grads(td, p[0], p[1], p[2], p[3], p[4], p[5], 16,
-                                                   &tg, 0, const_cast<float *>(p[6]), 0),
+                                                   &tg, 0, const_cast<float *>(p[6]), 0, 0),
                              cudaErrorInvalidValue);
         }
     float **const tgp[6] = {&tg.dw1, &tg.db1, &tg.dw2, &tg.db2, &tg.dw3, &tg.db3};
     for (int i = 0; i < 6; i++) {
         float *const keep = *tgp[i];
         *tgp[i] = keep + 2;
-        ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, &tg, 0, part, 0),
+        ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, &tg, 0, part, 0, 0),
                          cudaErrorInvalidValue);
         *tgp[i] = NULL;
-        ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, &tg, 0, part, 0),
+        ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, &tg, 0, part, 0, 0),
                          cudaErrorInvalidValue);
         *tgp[i] = keep;
     }
