@@ -35,9 +35,10 @@
  *     each completing on its mbarrier (expect_tx by thread 0, which issues
  *     every copy); the ring runs across row tiles, so the next tile's first
  *     slabs load during this tile's epilogue;
- *   - per slab each warpgroup issues four m64n128k8 wgmmas (its 64 rows),
- *     waits for them, and after a block barrier (the stage is free) thread
- *     0 refills the stage with the slab STAGES ahead;
+ *   - per slab each warpgroup issues four m64n128k8 wgmmas (its 64 rows)
+ *     and waits for the previous slab's, so that the tensor cores run while
+ *     that slab's stage is given back: after a block barrier thread 0
+ *     refills it with the slab STAGES after it;
  *   - epilogue from the accumulators: + bias, ELU (hardware exponential), or
  *     ⊙ ELU'(y) with the record's elements loaded before the tile's wgmmas;
  *     one 8-byte store per accumulator pair (each warp store covers whole
@@ -152,6 +153,11 @@ __device__ __forceinline__ void wgmma_commit()
 __device__ __forceinline__ void wgmma_wait_all()
 {
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+/* Waits until at most one committed group of this warpgroup is pending. */
+__device__ __forceinline__ void wgmma_wait_one()
+{
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 
 /* d[64] += A (64 x 8, descriptor) · B (8 x 128, descriptor), fp32 accumulate. */
@@ -392,6 +398,9 @@ __global__ void __launch_bounds__(NT, 1)
 #pragma unroll
         for (int r = 0; r < 64; r++)
             acc[r] = 0.0f;
+        /* Slab t's wgmmas run while slab t - 1's stage is given back: after
+         * wgmma_wait_one every warpgroup's group t - 1 is complete, after
+         * the barrier every warpgroup's, so thread 0 refills that stage. */
         for (int ks = 0; ks < ks_n; ks++) {
             const int t = i * ks_n + ks, s = t % STAGES;
             mbar_wait(bars + 8 * s, (unsigned)(t / STAGES) & 1u);
@@ -401,11 +410,12 @@ __global__ void __launch_bounds__(NT, 1)
             for (int j = 0; j < BK / KSTEP; j++)
                 wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
             wgmma_commit();
-            wgmma_wait_all();
-            __syncthreads(); /* every warpgroup is done with stage s */
-            if (tid == 0 && t + STAGES < total)
-                issue(t + STAGES);
+            wgmma_wait_one();
+            __syncthreads(); /* every warpgroup is done with slab t - 1's stage */
+            if (tid == 0 && t >= 1 && t - 1 + STAGES < total)
+                issue(t - 1 + STAGES);
         }
+        wgmma_wait_all(); /* the tile's accumulators are final */
 
 #pragma unroll
         for (int h = 0; h < 2; h++) {
