@@ -309,7 +309,8 @@ START_TEST(test_gradients_at_every_line_offset)
         for (int32_t off = 0; off < 16; off++) {
             float *base[NT], *g[NT];
             for (int i = 0; i < NT; i++) {
-                base[i] = aligned_alloc(64, (pr.size[i] + 32) * sizeof(float));
+                /* C11: the size a multiple of the alignment */
+                base[i] = aligned_alloc(64, (pr.size[i] + 32 + 15) / 16 * 16 * sizeof(float));
                 ck_assert_ptr_nonnull(base[i]);
                 poison(base[i], pr.size[i] + 32);
                 g[i] = base[i] + off;
