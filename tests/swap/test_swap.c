@@ -229,7 +229,7 @@ static void blocked_case(shape_t sh, tst_rng_t *rng)
     ck_assert_msg(ath_plugin_load(CPU_SO, &cpu, &err) == ATH_LOAD_OK, "%s", err.msg);
     ck_assert_msg(ath_plugin_load(BLOCKED_SO, &blk, &err) == ATH_LOAD_OK, "%s", err.msg);
     ck_assert_str_eq(blk.api.impl_name, "cpu-blocked");
-    ck_assert_str_eq(blk.api.kernel_version, "cpu-blocked 2.3.0 (canon 1)");
+    ck_assert_str_eq(blk.api.kernel_version, CPU_BLOCKED_KERNEL_VERSION);
     ck_assert(blk.api.caps & AUXTRUNK_CAP_EXACT);
     ck_assert(ath_plugin_init(&cpu, &c, &err) == ATH_LOAD_OK);
     ck_assert(ath_plugin_init(&blk, &c, &err) == ATH_LOAD_OK);
@@ -402,8 +402,8 @@ START_TEST(test_swap_curve_bit_identical)
     ck_assert_msg(rc == 0, "swapped run failed (%d):\n%s", rc, g_out);
     ck_assert_msg(count_of(g_out, ": took ") == 3, "expected three swaps:\n%s", g_out);
     const char *l = line_with("after step 10 (--swap-at): took cpu-blocked");
-    ck_assert_msg(l && strstr(l, "[cpu-blocked 2.3.0 (canon 1)]") &&
-                      strstr(l, "replacing cpu-ref [cpu-ref 1.0.0 (canon 1)]") &&
+    ck_assert_msg(l && strstr(l, "[" CPU_BLOCKED_KERNEL_VERSION "]") &&
+                      strstr(l, "replacing cpu-ref [" CPU_REF_KERNEL_VERSION "]") &&
                       strstr(l, "bit-identical") && strstr(l, " ms]"),
                   "swap line lacks a version, the canary or the time:\n%s", g_out);
     ck_assert_msg(line_with("after step 25 (--swap-at): took cpu-ref") != NULL, "%s", g_out);
@@ -500,7 +500,7 @@ START_TEST(test_refuse_every_bad_file)
         for (int k = 0; k < 2; k++)
             ck_assert_msg(strstr(l, bad[i].expect[k]) != NULL, "refusal of %s lacks '%s': %s",
                           bad[i].file, bad[i].expect[k], l);
-        ck_assert_msg(strstr(l, "cpu-ref [cpu-ref 1.0.0 (canon 1)] keeps running") &&
+        ck_assert_msg(strstr(l, "cpu-ref [" CPU_REF_KERNEL_VERSION "] keeps running") &&
                           strstr(l, " ms]"),
                       "refusal line lacks the running version or the time: %s", l);
     }
@@ -533,7 +533,7 @@ static void rollback_case(const char *fixture, const char *why)
     ck_assert_msg(line_with("after step 10 (--swap-at): took fixture") != NULL, "%s", g_out);
     /* Canary: forward call 1; steps 11 and 12 are calls 2 and 3; step 13 fails. */
     const char *l = line_with("swap: step 13: rolled back from fixture");
-    ck_assert_msg(l && strstr(l, "to cpu-ref [cpu-ref 1.0.0 (canon 1)]") && strstr(l, why),
+    ck_assert_msg(l && strstr(l, "to cpu-ref [" CPU_REF_KERNEL_VERSION "]") && strstr(l, why),
                   "no rollback at step 13 naming '%s':\n%s", why, g_out);
     ck_assert_msg(line_with("summary: plugin cpu-ref") != NULL, "%s", g_out);
     ck_assert_msg(line_with("1 rolled back") != NULL, "%s", g_out);
