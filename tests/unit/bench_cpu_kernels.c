@@ -5,7 +5,14 @@
  * backward and their sum (one training step of the trunk). A program, not a
  * test; docs/cpu-perf.md holds its results beside tests/unit/bench_numpy.py.
  *
- *   bench_cpu_kernels [--threads N] [--reps N] [--isa NAME] [--only NAME] [B ...]
+ *   bench_cpu_kernels [--threads N[,N...]] [--reps N] [--block N] [--isa NAME]
+ *                     [--only NAME] [B ...]
+ *
+ * With several thread counts, cpu-blocked's trunks (one per count) take turns
+ * in blocks of --block steps, so that a machine whose speed drifts over
+ * milliseconds (a shared or virtual machine) slows every count alike; each
+ * block's first step (a pool waking from sleep) is not timed. The speedup it
+ * prints is the median over rounds of each round's ratio of block medians.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -45,10 +52,15 @@ static float *randoms(tst_rng_t *r, size_t n, float a)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bench_cpu_kernels [--threads N] [--reps N] [--isa NAME] [--only NAME] [B ...]\n"
+            "usage: bench_cpu_kernels [--threads N[,N...]] [--reps N] [--block N] [--isa NAME]\n"
+            "                         [--only NAME] [B ...]\n"
             "  --threads N  threads of cpu-blocked, the caller's included (default: the CPUs\n"
-            "               this process may run on); cpu-ref always runs on one\n"
+            "               this process may run on); cpu-ref always runs on one. A list\n"
+            "               (1,2) times one trunk per count, interleaved in blocks, and\n"
+            "               prints each count's speedup over the first\n"
             "  --reps N     timed repetitions per batch and kernel set, median (default 101)\n"
+            "  --block N    steps per block when interleaving thread counts (default 20;\n"
+            "               the first step of a block is not timed)\n"
             "  --isa NAME   cpu-blocked's instruction set: scalar, avx2 or avx512 (default: the\n"
             "               widest this CPU runs)\n"
             "  --only NAME  time only cpu-ref or only cpu-blocked\n"
@@ -84,12 +96,76 @@ typedef struct timing {
         free(tf);                                                                \
     } while (0)
 
+/* Up to this many thread counts in one run. */
+#define MAX_COUNTS 8
+
+/* The inputs and outputs of one batch. */
+typedef struct batch_io {
+    const atk_params_t *p;
+    atk_grads_t *g;
+    const float *x, *dout;
+    float *h1, *h2, *out;
+    int b;
+} batch_io_t;
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* n trunks timed in turn, one block of `block` steps each per round (the
+ * first step of a block untimed), until each has at least `reps` timed
+ * steps: res[k] the medians of trunk k over all its steps, speedup[k] the
+ * median over rounds of (trunk 0's block median / trunk k's). 0, or -1 when
+ * out of memory. */
+static int time_interleaved(int n, cpb_trunk_t *const *t, const batch_io_t *io, int reps, int block,
+                            timing_t *res, double *speedup)
+{
+    const int per = block - 1, rounds = (reps + per - 1) / per, steps = rounds * per;
+    double *buf = malloc(((size_t)n * 3 * steps + (size_t)n * rounds + per) * sizeof *buf);
+    if (!buf)
+        return -1;
+    double *ratio = buf + (size_t)n * 3 * steps, *scratch = ratio + (size_t)n * rounds;
+    double first = 0.0;
+    for (int r = -1; r < rounds; r++) /* round -1 warms every trunk up */
+        for (int k = 0; k < n; k++) {
+            double *tf = buf + (size_t)k * 3 * steps, *tb = tf + steps, *ts = tb + steps;
+            for (int s = 0; s < block; s++) {
+                double t0 = now_us();
+                cpb_forward(t[k], io->p, io->x, io->b, io->h1, io->h2, io->out);
+                double t1 = now_us();
+                cpb_backward(t[k], io->p, io->x, io->h1, io->h2, io->dout, io->b, io->g, 0);
+                double t2 = now_us();
+                if (r >= 0 && s > 0) {
+                    const int i = r * per + s - 1;
+                    tf[i] = t1 - t0, tb[i] = t2 - t1, ts[i] = t2 - t0;
+                }
+            }
+            if (r < 0)
+                continue;
+            memcpy(scratch, ts + (size_t)r * per, (size_t)per * sizeof *scratch);
+            const double m = median(scratch, per);
+            if (k == 0)
+                first = m;
+            ratio[(size_t)k * rounds + r] = first / m;
+        }
+    for (int k = 0; k < n; k++) {
+        double *tf = buf + (size_t)k * 3 * steps, *tb = tf + steps, *ts = tb + steps;
+        res[k] = (timing_t){median(tf, steps), median(tb, steps), median(ts, steps)};
+        speedup[k] = median(ratio + (size_t)k * rounds, rounds);
+    }
+    free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const atk_dims_t d = {256, 256, 256, 128};
     int batches[32] = {1, 64, 256, 1024}, nb = 4, user_b = 0, reps = 101;
     cpu_set_t set;
-    int threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int counts[MAX_COUNTS] = {sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1};
+    int ncounts = 1, block = 20;
     cpb_isa_t isa = CPB_ISA_AUTO;
     int run_ref = 1, run_blocked = 1;
     for (int i = 1; i < argc; i++) {
@@ -98,9 +174,26 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
+            const char *v = argv[++i];
+            for (ncounts = 0; ncounts < MAX_COUNTS && *v; ncounts++) {
+                char *end;
+                const long c = strtol(v, &end, 10);
+                counts[ncounts] = c >= 1 && c <= 1024 && end != v ? (int)c : 0;
+                if (!counts[ncounts] || (*end && *end != ','))
+                    break;
+                v = *end ? end + 1 : end;
+            }
+            if (*v || ncounts == 0 || !counts[ncounts - 1]) {
+                fprintf(stderr,
+                        "bench_cpu_kernels: --threads takes 1 to %d counts, 1 to 1024 "
+                        "each, separated by commas\n",
+                        MAX_COUNTS);
+                return 2;
+            }
         } else if (!strcmp(a, "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
+        } else if (!strcmp(a, "--block") && i + 1 < argc) {
+            block = atoi(argv[++i]);
         } else if (!strcmp(a, "--isa") && i + 1 < argc) {
             const char *v = argv[++i];
             isa = !strcmp(v, "scalar")   ? CPB_ISA_SCALAR
@@ -128,7 +221,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (threads < 1 || reps < 1) {
+    if (reps < 1 || block < 2) {
         usage(stderr);
         return 2;
     }
@@ -144,17 +237,27 @@ int main(int argc, char **argv)
     atk_grads_t g = {randoms(&r, 256 * 256, 0), randoms(&r, 256, 0),
                      randoms(&r, 256 * 256, 0), randoms(&r, 256, 0),
                      randoms(&r, 256 * 128, 0), randoms(&r, 128, 0)};
-    const cpb_config_t cfg = {.dims = d, .max_batch = max_b, .threads = threads, .isa = isa};
-    cpb_trunk_t *t;
-    if (cpb_create(&cfg, &t) != CPB_OK) {
-        fprintf(stderr, "bench_cpu_kernels: cpu-blocked: cannot create (instruction set, memory "
-                        "or threads)\n");
-        return 1;
+    cpb_trunk_t *t[MAX_COUNTS];
+    for (int k = 0; k < ncounts; k++) {
+        const cpb_config_t cfg = {.dims = d, .max_batch = max_b, .threads = counts[k], .isa = isa};
+        if (cpb_create(&cfg, &t[k]) != CPB_OK) {
+            fprintf(stderr,
+                    "bench_cpu_kernels: cpu-blocked: cannot create with %d threads "
+                    "(instruction set, memory or threads)\n",
+                    counts[k]);
+            return 1;
+        }
     }
-    printf("cpu-blocked: %s, %d threads; cpu-ref: 1 thread; median of %d\n", cpb_isa_name(t),
-           cpb_threads(t), reps);
-    printf("%8s %-12s %12s %12s %12s %9s\n", "B", "kernels", "forward_us", "backward_us", "step_us",
+    const int inter = ncounts > 1 && run_blocked;
+    printf("cpu-blocked: %s, %d", cpb_isa_name(t[0]), cpb_threads(t[0]));
+    for (int k = 1; k < ncounts; k++)
+        printf(",%d", cpb_threads(t[k]));
+    printf(" threads; cpu-ref: 1 thread; median of %d", reps);
+    if (inter)
+        printf("; thread counts interleaved in blocks of %d steps", block);
+    printf("\n%8s %-12s %12s %12s %12s %9s", "B", "kernels", "forward_us", "backward_us", "step_us",
            "GFLOP/s");
+    printf(inter ? " %7s %8s\n" : "\n", "threads", "speedup");
     for (int i = 0; i < nb; i++) {
         const int B = batches[i];
         float *x = randoms(&r, (size_t)B * d.enc, 1.0f),
@@ -173,11 +276,23 @@ int main(int argc, char **argv)
             printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-ref", tr.fwd, tr.bwd, tr.step,
                    flops / tr.step * 1e-3);
         }
-        if (run_blocked) {
-            TIME_STEPS(reps, tbk, cpb_forward(t, &p, x, B, h1, h2, out),
-                       cpb_backward(t, &p, x, h1, h2, dout, B, &g, 0));
+        if (run_blocked && !inter) {
+            TIME_STEPS(reps, tbk, cpb_forward(t[0], &p, x, B, h1, h2, out),
+                       cpb_backward(t[0], &p, x, h1, h2, dout, B, &g, 0));
             printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f\n", B, "cpu-blocked", tbk.fwd, tbk.bwd,
                    tbk.step, flops / tbk.step * 1e-3);
+        } else if (inter) {
+            const batch_io_t io = {&p, &g, x, dout, h1, h2, out, B};
+            timing_t res[MAX_COUNTS];
+            double speedup[MAX_COUNTS];
+            if (time_interleaved(ncounts, t, &io, reps, block, res, speedup) != 0) {
+                fprintf(stderr, "bench_cpu_kernels: out of memory\n");
+                return 1;
+            }
+            for (int k = 0; k < ncounts; k++)
+                printf("%8d %-12s %12.1f %12.1f %12.1f %9.2f %7d %8.2f\n", B, "cpu-blocked",
+                       res[k].fwd, res[k].bwd, res[k].step, flops / res[k].step * 1e-3,
+                       cpb_threads(t[k]), speedup[k]);
         }
         fflush(stdout);
         free(ws);
@@ -187,6 +302,7 @@ int main(int argc, char **argv)
         free(dout);
         free(x);
     }
-    cpb_destroy(t);
+    for (int k = 0; k < ncounts; k++)
+        cpb_destroy(t[k]);
     return 0;
 }
