@@ -59,8 +59,8 @@ extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
     const size_t exact = v3_workspace_floats(d, max_batch);
     const size_t fast = v2_fast_workspace_floats(d, max_batch);
-    const size_t wgrad = v2_workspace_carve(d, max_batch, NULL).floats +
-                         v3_wgmma_weight_grads_floats(d, max_batch);
+    const size_t wgrad =
+        v2_workspace_carve(d, max_batch, NULL).floats + v3_wgmma_weight_grads_floats(d, max_batch);
     const size_t most = fast > exact ? fast : exact;
     return wgrad > most ? wgrad : most;
 }
@@ -85,12 +85,13 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
      * before any block runs; the next ones stage their weights early */
     const int st = V3_WGMMA_STAGING_BLOCK4;
     cudaError_t e;
-    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, st, 0, stream)) !=
-            cudaSuccess ||
-        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, st, 1, stream)) !=
-            cudaSuccess)
+    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, st, 0, V3_WGMMA_TILE_AUTO,
+                            stream)) != cudaSuccess ||
+        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, st, 1, V3_WGMMA_TILE_AUTO,
+                            stream)) != cudaSuccess)
         return e;
-    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, st, 1, stream);
+    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, st, 1, V3_WGMMA_TILE_AUTO,
+                          stream);
 }
 
 extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -107,10 +108,10 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
     const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
     cudaError_t e;
     /* an ordinary first launch, then dependents (as in the forward) */
-    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, stream)) !=
-            cudaSuccess ||
-        (e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, stream)) !=
-            cudaSuccess)
+    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, V3_WGMMA_TILE_AUTO,
+                                  stream)) != cudaSuccess ||
+        (e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, V3_WGMMA_TILE_AUTO,
+                                  stream)) != cudaSuccess)
         return e;
     if (V3_WGMMA_WEIGHT_GRADS)
         return v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,

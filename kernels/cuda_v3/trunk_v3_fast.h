@@ -116,12 +116,29 @@ int v3_wgmma_layer_supported(int m, int n, int k);
  * call, never what the caller queued before the call); the results are the
  * same bits either way. */
 
+/* tile (here and below): the shape of one block's tile of the output.
+ * TALL 128 rows x 128 columns (each warpgroup 64 rows, all the columns);
+ * SHORT 64 x 128 (both warpgroups on the same 64 rows, 64 columns each);
+ * NARROW 128 x 64 (each warpgroup 64 rows, the 64 columns): short and
+ * narrow tiles make twice the blocks of tall ones for one product, narrow
+ * ones with half the weight slice per block. V3_WGMMA_TILE_AUTO picks
+ * narrow tiles where tall ones would keep at most half of the
+ * multiprocessors busy, else tall (on an H200 at the production widths:
+ * narrow to B = 4,224; short tiles measured slower than narrow ones and
+ * are for comparison). Every shape gives the same bits: each output's k
+ * order is the same. */
+#define V3_WGMMA_TILE_AUTO 0
+#define V3_WGMMA_TILE_TALL 1
+#define V3_WGMMA_TILE_SHORT 2
+#define V3_WGMMA_TILE_NARROW 3
+
 /* c [m, n] = act(a [m, k] · w [k, n] + bias [n]), act = ELU if elu, else
  * the identity; a and c 16-byte aligned; staging one of the variants above.
  * One launch on stream; cudaErrorInvalidValue (nothing launched) outside
  * the domain or before a successful v3_wgmma_prepare on this device. */
 cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c, int m,
-                           int n, int k, int elu, int staging, int pdl, cudaStream_t stream);
+                           int n, int k, int elu, int staging, int pdl, int tile,
+                           cudaStream_t stream);
 
 /* A hidden gradient of the backward on the same GEMM:
  *     c [m, n] = (d [m, k] · wᵀ) ⊙ ELU'(y),  ELU' as auxtrunk_canon_elu_grad,
@@ -134,7 +151,7 @@ cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, fl
  * aligned; one launch on stream, cudaErrorInvalidValue (nothing launched)
  * outside it or before a successful v3_wgmma_prepare on this device. */
 cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y, float *c, int m,
-                                 int n, int k, int pdl, cudaStream_t stream);
+                                 int n, int k, int pdl, int tile, cudaStream_t stream);
 
 /* The weight and bias gradients on the same tensor cores, in two launches:
  *     dW1 = xᵀ · dh1, dW2 = h1ᵀ · dh2, dW3 = h2ᵀ · dout, db = column sums,
@@ -155,10 +172,10 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
  * three weights, 10 for the production topology, so at most 26 · P), never
  * fewer for a larger batch; 0 outside the domain. */
 size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch);
-cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
-                                  const float *h2, const float *dout, const float *dh1,
-                                  const float *dh2, int batch, const atk_grads_t *g,
-                                  int accumulate, float *partials, int pdl, cudaStream_t stream);
+cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1, const float *h2,
+                                  const float *dout, const float *dh1, const float *dh2, int batch,
+                                  const atk_grads_t *g, int accumulate, float *partials, int pdl,
+                                  cudaStream_t stream);
 
 /* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's
  * v2_fast_weight_grads (0) after the wgmma hidden gradients. */

@@ -20,25 +20,31 @@
  * (truncation, at most 2^-10 relative); W is rounded to nearest (cvt.rn)
  * as it is staged. See trunk_v3_fast.h for the tolerance.
  *
- * One block of two warpgroups (256 threads, one block per SM) owns a
- * 128-column slice of the layer's output and walks 128-row tiles of the
- * batch (a persistent grid: blocks n-slice-major, so the blocks of one row
- * tile run side by side and share it in L2):
- *   - the B slice [128 n, K] is staged once per block by ordinary loads into
+ * One block of two warpgroups (256 threads, one block per SM) owns a TN-
+ * column slice of the layer's output and walks row tiles of the batch
+ * (a persistent grid: blocks n-slice-major, so the blocks of one row tile
+ * run side by side and share it in L2). A tile is tall, 128 rows x 128
+ * columns (each warpgroup 64 rows and all the columns); narrow, 128 x 64,
+ * for batches whose tall tiles would leave most multiprocessors idle
+ * (auto_tile): twice the blocks, each with half the work and half the
+ * slice; or short, 64 x 128 (both warpgroups on the same rows, 64 columns
+ * each), measured for comparison only:
+ *   - the B slice [TN n, K] is staged once per block by ordinary loads into
  *     shared memory, K-major in 32-float slabs with the 128-byte swizzle the
  *     wgmma descriptors name (the tf32 wgmma takes K-major operands only):
  *     for a forward layer Wᵀ (W is n-contiguous: a transpose on the way),
  *     for a hidden gradient W's rows as they are (k-contiguous already);
  *     then fence.proxy.async for the tensor cores;
- *   - the activations arrive as [128 rows, 32 k] slabs (16 KiB, the TMA box,
- *     128-byte swizzle, zero fill past B and K) in a ring of STAGES buffers,
- *     each completing on its mbarrier (expect_tx by thread 0, which issues
- *     every copy); the ring runs across row tiles, so the next tile's first
- *     slabs load during this tile's epilogue;
- *   - per slab each warpgroup issues four m64n128k8 wgmmas (its 64 rows)
- *     and waits for the previous slab's, so that the tensor cores run while
- *     that slab's stage is given back: after a block barrier thread 0
- *     refills it with the slab STAGES after it;
+ *   - the activations arrive as [tile rows, 32 k] slabs (16 or 8 KiB, the
+ *     TMA box, 128-byte swizzle, zero fill past B and K) in a ring of STAGES
+ *     buffers, each completing on its mbarrier (expect_tx by thread 0, which
+ *     issues every copy); the ring runs across row tiles, so the next tile's
+ *     first slabs load during this tile's epilogue;
+ *   - per slab each warpgroup issues four m64n128k8 wgmmas (tall: its 64
+ *     rows) or m64n64k8 (short: its 64 columns) and waits for the previous
+ *     slab's, so that the tensor cores run while that slab's stage is given
+ *     back: after a block barrier thread 0 refills it with the slab STAGES
+ *     after it;
  *   - epilogue from the accumulators: + bias, ELU (hardware exponential), or
  *     ⊙ ELU'(y) with the record's elements loaded before the tile's wgmmas;
  *     one 8-byte store per accumulator pair (each warp store covers whole
@@ -62,15 +68,27 @@ using v3sync::mbar_wait;
 using v3sync::smem_u32;
 
 constexpr int NT = 256;           /* two warpgroups */
-constexpr int BM = 128;           /* batch rows per tile: 64 per warpgroup */
-constexpr int BN = 128;           /* output columns per block (wgmma n) */
+constexpr int BM = 128;           /* batch rows per tile: 64 per warpgroup (the weight
+                                     gradients' tiles, and the layer GEMM's tall tiles) */
+constexpr int BM_SHORT = 64;      /* the layer GEMM's short tiles: both warpgroups on
+                                     the same 64 rows, 64 of the block's columns each */
+constexpr int BN = 128;           /* output columns per block (wgmma n): the weight
+                                     gradients' tiles, the layer GEMM's tall and short ones */
+constexpr int BN_NARROW = 64;     /* the layer GEMM's narrow tiles: 128 rows x 64 columns */
 constexpr int BK = 32;            /* floats per slab row: 128 bytes, the swizzle span */
 constexpr int KSTEP = 8;          /* k of one tf32 wgmma */
 constexpr int STAGES = 4;         /* activation ring depth */
 constexpr int SLAB = BM * BK * 4; /* bytes of one activation slab (= one Wᵀ slab) */
 constexpr int KMAX = 256;         /* widest K whose Wᵀ slice stays resident */
-constexpr int WT_BYTES = KMAX / BK * SLAB;
-constexpr int SMEM_BYTES = 1024 /* alignment slack */ + WT_BYTES + STAGES * SLAB + STAGES * 8;
+/* Shared memory of the layer GEMM with TM x TN tiles: the Wᵀ slice (TN
+ * columns), the ring of TM-row slabs, its barriers. */
+template <int TM, int TN>
+constexpr int layer_smem_bytes()
+{
+    return 1024 /* alignment slack */ + KMAX / BK * (TN * BK * 4) + STAGES * (TM * BK * 4) +
+           STAGES * 8;
+}
+constexpr int SMEM_BYTES = layer_smem_bytes<BM, BN>(); /* the largest of the shapes */
 static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
 /* The weight gradients' ring: 2 stages of an A and a B slab. */
 constexpr int WG_SMEM_BYTES = 1024 /* alignment slack */ + 2 * 2 * SLAB;
@@ -181,25 +199,56 @@ __device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uin
                  : "l"(da), "l"(db), "r"(1)
                  : "memory");
 }
+
+/* d[32] += A (64 x 8, descriptor) · B (8 x 64, descriptor), fp32 accumulate. */
+__device__ __forceinline__ void wgmma_m64n64k8(float (&d)[32], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1;\n"
+                 "}"
+                 : V3W_R8(0), V3W_R8(8), V3W_R8(16), V3W_R8(24)
+                 : "l"(da), "l"(db), "r"(1)
+                 : "memory");
+}
 #undef V3W_R8
+
+/* One slab's k8 steps of a warpgroup: acc += A · B over BK, in k order. */
+template <int NACC>
+__device__ __forceinline__ void wgmma_slab(float (&acc)[NACC], unsigned sa, unsigned sb)
+{
+#pragma unroll
+    for (int j = 0; j < BK / KSTEP; j++) {
+        if constexpr (NACC == 64)
+            wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
+        else
+            wgmma_m64n64k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
+    }
+}
 
 /* Wᵀ staging, variant 1 (V3_WGMMA_STAGING_SCALAR): thread tid takes column
  * n = tid % 128 of every other group of 4 k (the four loads of a group read
  * four rows of W, each coalesced across the warp), rounds, and stores one
  * 16-byte chunk (8 consecutive lanes: 8 rows, 8 distinct chunk columns). */
+template <int TN>
 __device__ __forceinline__ void stage_wt_scalar(unsigned char *wt, const Layer &L, int n0, int ks_n)
 {
-    const int tid = threadIdx.x, n = tid & (BN - 1);
+    constexpr int WSLAB = TN * BK * 4;
+    const int tid = threadIdx.x, n = tid & (TN - 1);
     const bool in_n = n0 + n < L.n;
     const float *col = L.w + n0 + n;
 #pragma unroll 8
-    for (int kc = tid >> 7; kc < ks_n * (BK / 4); kc += NT / BN) {
+    for (int kc = tid / TN; kc < ks_n * (BK / 4); kc += NT / TN) {
         const int k0 = kc * 4;
         float v[4];
 #pragma unroll
         for (int e = 0; e < 4; e++)
             v[e] = in_n && k0 + e < L.k ? to_tf32_rn(__ldg(col + (size_t)(k0 + e) * L.n)) : 0.0f;
-        *reinterpret_cast<float4 *>(wt + (k0 / BK) * SLAB + sw128_off(n, k0 % BK)) =
+        *reinterpret_cast<float4 *>(wt + (k0 / BK) * WSLAB + sw128_off(n, k0 % BK)) =
             make_float4(v[0], v[1], v[2], v[3]);
     }
 }
@@ -213,7 +262,9 @@ __device__ __forceinline__ float4 block_column(const float4 (&r)[4], int c)
                     : make_float4(r[0].w, r[1].w, r[2].w, r[3].w);
 }
 
-/* Wᵀ staging, variant 2 (V3_WGMMA_STAGING_BLOCK4): lane g of a warp takes
+/* Wᵀ staging, variant 2 (V3_WGMMA_STAGING_BLOCK4), shown for a 128-column
+ * slice (a 64-column one gives each half-warp its own 4-row blocks, lane g
+ * then columns 4 (g mod 16) …): lane g of a warp takes
  * columns 4g … 4g+3 of the slice, warp w the 4-row blocks w, w+8, …: four
  * 16-byte loads per block (each 512 contiguous bytes across the warp), a
  * 4 x 4 transpose in registers, four 16-byte stores of 4 consecutive k. Store
@@ -221,14 +272,19 @@ __device__ __forceinline__ float4 block_column(const float4 (&r)[4], int c)
  * quarter-warp write rows 4g + c with 8 distinct values of (row mod 8): 8
  * distinct chunk columns of the swizzle, no bank conflict. w is 16-byte
  * aligned and n a multiple of 4 (the host checks). */
+template <int TN>
 __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &L, int n0, int ks_n)
 {
-    const int tid = threadIdx.x, g = tid & 31, n = 4 * g;
+    constexpr int WSLAB = TN * BK * 4;
+    constexpr int LANES = TN / 4;   /* lanes across the slice's columns */
+    constexpr int SUB = 32 / LANES; /* 4-row blocks per warp at a time */
+    constexpr int PER_PASS = NT / 32 * SUB;
+    const int tid = threadIdx.x, g = tid & 31, n = 4 * (g % LANES);
     const bool in_n = n0 + n < L.n;
     const float *col = L.w + n0 + n;
 #pragma unroll
-    for (int i = 0; i < KMAX / 4 / (NT / 32); i++) {
-        const int kb = (tid >> 5) + (NT / 32) * i; /* 4-row block */
+    for (int i = 0; i < KMAX / 4 / PER_PASS; i++) {
+        const int kb = (tid >> 5) * SUB + g / LANES + PER_PASS * i; /* 4-row block */
         if (kb >= ks_n * (BK / 4))
             break;
         float4 r[4];
@@ -244,7 +300,7 @@ __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &
 #pragma unroll
         for (int st = 0; st < 4; st++) {
             const int c = (st + (g >> 1)) & 3;
-            *reinterpret_cast<float4 *>(wt + (k0 / BK) * SLAB + sw128_off(n + c, k0 % BK)) =
+            *reinterpret_cast<float4 *>(wt + (k0 / BK) * WSLAB + sw128_off(n + c, k0 % BK)) =
                 block_column(r, c);
         }
     }
@@ -252,20 +308,23 @@ __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &
 
 /* B staging for the hidden gradients (STAGING_ROWS): w is [N, K] with k
  * contiguous, so B (element (k, n) = w[n][k]) is K-major as stored: the
- * slice's rows n0 … n0+127 are copied row for row, 16 bytes at a time,
- * rounded (cvt.rn). Chunk c of the slice is slab c / 1024, row (c / 8) % 128,
+ * slice's rows n0 … n0+TN-1 are copied row for row, 16 bytes at a time,
+ * rounded (cvt.rn). Chunk c of the slice is slab c / (8 TN), row (c / 8) % TN,
  * 16-byte column c % 8: eight lanes read one 128-byte row segment and write
  * one 128-byte swizzled row (no bank conflict); every load of a thread is
  * issued before its stores. w is 16-byte aligned and k a multiple of 4. */
+template <int TN>
 __device__ __forceinline__ void stage_w_rows(unsigned char *wt, const Layer &L, int n0, int ks_n)
 {
-    constexpr int PER_SLAB = BN * BK / 4 / NT; /* chunks per thread and slab */
+    constexpr int WSLAB = TN * BK * 4;
+    constexpr int CHUNKS = TN * BK / 4;   /* 16-byte chunks per slab */
+    constexpr int PER_SLAB = CHUNKS / NT; /* chunks per thread and slab */
     constexpr int MAXC = KMAX / BK * PER_SLAB;
     const int tid = threadIdx.x, count = ks_n * PER_SLAB;
     float4 v[MAXC];
 #pragma unroll
     for (int i = 0; i < MAXC; i++) {
-        const int c = tid + NT * i, r = (c >> 3) & (BN - 1), k = (c >> 10) * BK + (c & 7) * 4;
+        const int c = tid + NT * i, r = (c >> 3) & (TN - 1), k = (c / CHUNKS) * BK + (c & 7) * 4;
         v[i] = i < count && n0 + r < L.n && k < L.k
                    ? __ldg(reinterpret_cast<const float4 *>(L.w + (size_t)(n0 + r) * L.k + k))
                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -274,8 +333,8 @@ __device__ __forceinline__ void stage_w_rows(unsigned char *wt, const Layer &L, 
     for (int i = 0; i < MAXC; i++) {
         if (i >= count)
             break;
-        const int c = tid + NT * i, r = (c >> 3) & (BN - 1), q = c & 7;
-        *reinterpret_cast<float4 *>(wt + (c >> 10) * SLAB + sw128_off(r, q * 4)) = make_float4(
+        const int c = tid + NT * i, r = (c >> 3) & (TN - 1), q = c & 7;
+        *reinterpret_cast<float4 *>(wt + (c / CHUNKS) * WSLAB + sw128_off(r, q * 4)) = make_float4(
             to_tf32_rn(v[i].x), to_tf32_rn(v[i].y), to_tf32_rn(v[i].z), to_tf32_rn(v[i].w));
     }
 }
@@ -317,21 +376,30 @@ __device__ __forceinline__ void store_block_t(unsigned char *slab, const float4 
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
-template <int STAGING, int EPI>
+template <int STAGING, int EPI, int TM, int TN>
 __global__ void __launch_bounds__(NT, 1)
     v3_wgmma_layer_kernel(const __grid_constant__ CUtensorMap a, Layer L)
 {
+    static_assert((TM == BM && (TN == BN || TN == BN_NARROW)) || (TM == BM_SHORT && TN == BN),
+                  "tall, narrow or short tiles");
+    /* A tall or narrow tile gives each warpgroup 64 rows and the block's TN
+     * columns, a short one each warpgroup the tile's 64 rows and 64 columns. */
+    constexpr int ASLAB = TM * BK * 4; /* bytes of one activation slab */
+    constexpr int WSLAB = TN * BK * 4; /* bytes of one Wᵀ slab */
+    constexpr int WT_BYTES = KMAX / BK * WSLAB;
+    constexpr int WN = TM == BM ? TN : TN / 2; /* columns of one warpgroup */
+    constexpr int NACC = WN / 2;               /* its accumulators per thread */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u; /* the swizzle atoms need 1024-byte alignment */
     unsigned char *const gbase = smem_raw + (base - raw);
-    const unsigned wt = base, ring = base + WT_BYTES, bars = ring + STAGES * SLAB;
+    const unsigned wt = base, ring = base + WT_BYTES, bars = ring + STAGES * ASLAB;
 
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     const int nt = blockIdx.x % L.tiles_n, group = blockIdx.x / L.tiles_n;
     const int groups = gridDim.x / L.tiles_n;
-    const int n0 = nt * BN;
+    const int n0 = nt * TN;
     const int ks_n = (L.k + BK - 1) / BK;
     const int tiles = group < L.tiles_m ? (L.tiles_m - group + groups - 1) / groups : 0;
     const int total = tiles * ks_n; /* slabs this block consumes, in order */
@@ -341,8 +409,9 @@ __global__ void __launch_bounds__(NT, 1)
     auto issue = [&](int t) {
         const int s = t % STAGES;
         const unsigned bar = bars + 8 * s;
-        mbar_expect_tx(bar, SLAB);
-        tma_load_2d(ring + s * SLAB, map, (t % ks_n) * BK, (group + (t / ks_n) * groups) * BM, bar);
+        mbar_expect_tx(bar, ASLAB);
+        tma_load_2d(ring + s * ASLAB, map, (t % ks_n) * BK, (group + (t / ks_n) * groups) * TM,
+                    bar);
     };
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++)
@@ -356,11 +425,11 @@ __global__ void __launch_bounds__(NT, 1)
     /* B slice: the weights, which no launch of the call writes, so a
      * dependent launch stages them while its predecessor still runs */
     if (STAGING == STAGING_ROWS)
-        stage_w_rows(gbase, L, n0, ks_n);
+        stage_w_rows<TN>(gbase, L, n0, ks_n);
     else if (STAGING == V3_WGMMA_STAGING_BLOCK4)
-        stage_wt_block4(gbase, L, n0, ks_n);
+        stage_wt_block4<TN>(gbase, L, n0, ks_n);
     else
-        stage_wt_scalar(gbase, L, n0, ks_n);
+        stage_wt_scalar<TN>(gbase, L, n0, ks_n);
     v2pdl::pdl_wait(); /* the predecessor's activations (and record) are complete */
     v2pdl::pdl_trigger();
     if (L.pdl && tid == 0)
@@ -369,34 +438,37 @@ __global__ void __launch_bounds__(NT, 1)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
     __syncthreads(); /* Wᵀ staged, mbarriers initialised */
 
-    const int rw = wg * 64 + warp * 16 + (lane >> 2); /* accumulator row within the tile */
-    const int cq = 2 * (lane & 3);                    /* accumulator column within an n8 */
-    float bias[32];
+    /* this thread's accumulator row within the tile, its warpgroup's first
+     * column, its accumulator column within an n8 */
+    const int rw = (TM == BM ? wg * 64 : 0) + warp * 16 + (lane >> 2);
+    const int cw = n0 + (TM == BM ? 0 : wg * WN);
+    const int cq = 2 * (lane & 3);
+    float bias[NACC / 2];
 #pragma unroll
-    for (int j = 0; j < 16; j++)
+    for (int j = 0; j < WN / 8; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            const int c = n0 + 8 * j + cq + e;
+            const int c = cw + 8 * j + cq + e;
             bias[2 * j + e] = EPI == EPI_BIAS_ACT && c < L.n ? __ldg(L.bias + c) : 0.0f;
         }
 
     for (int i = 0; i < tiles; i++) {
-        const int m0 = (group + i * groups) * BM;
-        /* ELU': this thread's 64 elements of the record, loaded before the
+        const int m0 = (group + i * groups) * TM;
+        /* ELU': this thread's NACC elements of the record, loaded before the
          * tile's wgmmas so that they arrive while the tensor cores run. */
-        float2 y[2][16];
+        float2 y[2][WN / 8];
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const int row = m0 + rw + 8 * h, col = n0 + 8 * j + cq;
+            for (int j = 0; j < WN / 8; j++) {
+                const int row = m0 + rw + 8 * h, col = cw + 8 * j + cq;
                 y[h][j] = EPI == EPI_ELU_GRAD && row < L.m && col < L.n
                               ? *reinterpret_cast<const float2 *>(L.y + (size_t)row * L.n + col)
                               : make_float2(0.0f, 0.0f);
             }
-        float acc[64];
+        float acc[NACC];
 #pragma unroll
-        for (int r = 0; r < 64; r++)
+        for (int r = 0; r < NACC; r++)
             acc[r] = 0.0f;
         /* Slab t's wgmmas run while slab t - 1's stage is given back: after
          * wgmma_wait_one every warpgroup's group t - 1 is complete, after
@@ -405,10 +477,12 @@ __global__ void __launch_bounds__(NT, 1)
             const int t = i * ks_n + ks, s = t % STAGES;
             mbar_wait(bars + 8 * s, (unsigned)(t / STAGES) & 1u);
             wgmma_fence();
-            const unsigned sa = ring + s * SLAB + wg * (SLAB / 2), sb = wt + ks * SLAB;
-#pragma unroll
-            for (int j = 0; j < BK / KSTEP; j++)
-                wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
+            /* a tall or narrow tile: this warpgroup's 64 rows of the slab, all
+             * of Wᵀ's slab; a short one: the slab, this warpgroup's 64 rows of Wᵀ's
+             * (8 swizzle atoms, so the base stays 1024-aligned) */
+            const unsigned sa = ring + s * ASLAB + (TM == BM ? wg * (ASLAB / 2) : 0);
+            const unsigned sb = wt + ks * WSLAB + (TM == BM ? 0 : wg * (WSLAB / 2));
+            wgmma_slab(acc, sa, sb);
             wgmma_commit();
             wgmma_wait_one();
             __syncthreads(); /* every warpgroup is done with slab t - 1's stage */
@@ -422,10 +496,10 @@ __global__ void __launch_bounds__(NT, 1)
             const int row = m0 + rw + 8 * h;
             if (row >= L.m)
                 continue;
-            float *dst = L.c + (size_t)row * L.n + n0 + cq;
+            float *dst = L.c + (size_t)row * L.n + cw + cq;
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                if (n0 + 8 * j + cq >= L.n) /* n is a multiple of 4: pairs are whole */
+            for (int j = 0; j < WN / 8; j++) {
+                if (cw + 8 * j + cq >= L.n) /* n is a multiple of 4: pairs are whole */
                     break;
                 float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
                 if (EPI == EPI_ELU_GRAD) {
@@ -541,7 +615,7 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
         }
     }
 
-    if (mt == 0) { /* the bias sums: per thread over its rows, then the 8 warps in order */
+    if (mt == 0) {       /* the bias sums: per thread over its rows, then the 8 warps in order */
         __syncthreads(); /* every wgmma of the block has read the ring */
         float *const red = reinterpret_cast<float *>(gbase); /* [8 warps][128 columns] */
         *reinterpret_cast<float4 *>(red + kb * BN + 4 * g) = dbs;
@@ -573,7 +647,8 @@ struct WSum {
 
 constexpr int SUM_THREADS = 256;
 
-__global__ void __launch_bounds__(SUM_THREADS) v3_wgmma_wgrad_sum_kernel(const __grid_constant__ WSum R)
+__global__ void __launch_bounds__(SUM_THREADS)
+    v3_wgmma_wgrad_sum_kernel(const __grid_constant__ WSum R)
 {
     v2pdl::pdl_wait(); /* every partial is written */
     v2pdl::pdl_trigger();
@@ -616,27 +691,55 @@ int ready_device()
     return dev;
 }
 
-/* The A operand's tensor map ([m, k], k contiguous, [128 rows, 32 k] boxes)
+/* The tile shape for an m x n product on `sms` multiprocessors: narrow
+ * tiles where a tall grid would keep at most half of the multiprocessors
+ * busy (on the H200's 132: B <= 4,224 for a 256-wide layer, 8,448 for a
+ * 128-wide one), tall ones above. A narrow tile halves a block's work and
+ * the Wᵀ slice it stages; short tiles, which halve the work but not the
+ * slice, measured slower than narrow ones at every batch and are not
+ * picked (docs/perf-notes-v3-fast.md, "Short tiles", "Narrow tiles"). */
+int auto_tile(int m, int n, int sms)
+{
+    const long tall = (long)((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+    return 2 * tall <= sms ? V3_WGMMA_TILE_NARROW : V3_WGMMA_TILE_TALL;
+}
+
+/* The A operand's tensor map ([m, k], k contiguous, [TM rows, 32 k] boxes)
  * and the persistent grid for L, then one launch of kernel. */
-template <int STAGING, int EPI>
-cudaError_t launch(int dev, const float *a, Layer L, cudaStream_t stream)
+template <int STAGING, int EPI, int TM, int TN>
+cudaError_t launch_shape(int dev, const float *a, Layer L, cudaStream_t stream)
 {
     CUtensorMap map;
     const cuuint64_t dims[2] = {(cuuint64_t)L.k, (cuuint64_t)L.m};
     const cuuint64_t strides[1] = {(cuuint64_t)L.k * sizeof(float)};
-    const cuuint32_t box[2] = {BK, BM}, estr[2] = {1, 1};
+    const cuuint32_t box[2] = {BK, TM}, estr[2] = {1, 1};
     if (g_encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
                  box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         return cudaErrorInvalidValue;
-    L.tiles_n = (L.n + BN - 1) / BN;
-    L.tiles_m = (L.m + BM - 1) / BM;
+    L.tiles_n = (L.n + TN - 1) / TN;
+    L.tiles_m = (L.m + TM - 1) / TM;
     int groups = g_sms[dev] / L.tiles_n;
     groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
-    return v2pdl::launch(v3_wgmma_layer_kernel<STAGING, EPI>, dim3((unsigned)(groups * L.tiles_n)),
-                         dim3(NT), SMEM_BYTES, stream, L.pdl != 0, map, L);
+    return v2pdl::launch(v3_wgmma_layer_kernel<STAGING, EPI, TM, TN>,
+                         dim3((unsigned)(groups * L.tiles_n)), dim3(NT), layer_smem_bytes<TM, TN>(),
+                         stream, L.pdl != 0, map, L);
 }
+
+/* launch_shape with the tile shape `tile` (V3_WGMMA_TILE_AUTO: auto_tile). */
+template <int STAGING, int EPI>
+cudaError_t launch(int dev, const float *a, Layer L, int tile, cudaStream_t stream)
+{
+    if (tile == V3_WGMMA_TILE_AUTO)
+        tile = auto_tile(L.m, L.n, g_sms[dev]);
+    return tile == V3_WGMMA_TILE_SHORT ? launch_shape<STAGING, EPI, BM_SHORT, BN>(dev, a, L, stream)
+           : tile == V3_WGMMA_TILE_NARROW
+               ? launch_shape<STAGING, EPI, BM, BN_NARROW>(dev, a, L, stream)
+               : launch_shape<STAGING, EPI, BM, BN>(dev, a, L, stream);
+}
+
+bool tile_ok(int tile) { return tile >= V3_WGMMA_TILE_AUTO && tile <= V3_WGMMA_TILE_NARROW; }
 
 /* The weight gradients' chunk plan, as cuda-v2's fast mode plans its own:
  * at most min(WG_MAX_BLOCKS / tiles, ceil(batch / 256)) chunks, each a whole
@@ -678,12 +781,17 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
     if (dev < 0 || dev >= MAX_DEVICES)
         return cudaSuccess;
     g_ready[dev] = 0;
-    const void *const kernels[3] = {
-        reinterpret_cast<const void *>(
-            v3_wgmma_layer_kernel<V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT>),
-        reinterpret_cast<const void *>(
-            v3_wgmma_layer_kernel<V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT>),
-        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<STAGING_ROWS, EPI_ELU_GRAD>)};
+    /* every layer kernel: 3 stagings (with their epilogues) x 3 shapes */
+#define V3W_KERNELS(ST, EPI)                                                          \
+    reinterpret_cast<const void *>(v3_wgmma_layer_kernel<ST, EPI, BM, BN>),           \
+        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<ST, EPI, BM_SHORT, BN>), \
+        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<ST, EPI, BM, BN_NARROW>)
+    const void *const kernels[9] = {V3W_KERNELS(V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT),
+                                    V3W_KERNELS(V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT),
+                                    V3W_KERNELS(STAGING_ROWS, EPI_ELU_GRAD)};
+#undef V3W_KERNELS
+    const int smem[3] = {layer_smem_bytes<BM, BN>(), layer_smem_bytes<BM_SHORT, BN>(),
+                         layer_smem_bytes<BM, BN_NARROW>()};
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kernels[0]) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image for this device: an answer, not an error */
@@ -696,15 +804,15 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         return e;
     if (smem_max < SMEM_BYTES)
         return cudaSuccess;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 9; i++)
         if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      SMEM_BYTES)) != cudaSuccess)
+                                      smem[i % 3])) != cudaSuccess)
             return e;
     if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES)) !=
             cudaSuccess ||
-        (e = cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(v3_wgmma_wgrad_sum_kernel))) !=
-            cudaSuccess)
+        (e = cudaFuncGetAttributes(
+             &fa, reinterpret_cast<const void *>(v3_wgmma_wgrad_sum_kernel))) != cudaSuccess)
         return e;
     if (!g_encode) {
         void *fn = nullptr;
@@ -729,33 +837,33 @@ extern "C" int v3_wgmma_layer_supported(int m, int n, int k)
 }
 
 extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c,
-                                      int m, int n, int k, int elu, int staging, int pdl,
+                                      int m, int n, int k, int elu, int staging, int pdl, int tile,
                                       cudaStream_t stream)
 {
     const int dev = ready_device();
-    if (dev < 0 || !a || !w || !bias || !c || !v3_wgmma_layer_supported(m, n, k) || !aligned16(a) ||
-        !aligned16(c) ||
+    if (dev < 0 || !a || !w || !bias || !c || !v3_wgmma_layer_supported(m, n, k) ||
+        !tile_ok(tile) || !aligned16(a) || !aligned16(c) ||
         (staging != V3_WGMMA_STAGING_SCALAR && staging != V3_WGMMA_STAGING_BLOCK4) ||
         (staging == V3_WGMMA_STAGING_BLOCK4 && !aligned16(w)))
         return cudaErrorInvalidValue;
     Layer L = {};
     L.w = w, L.bias = bias, L.c = c, L.m = m, L.n = n, L.k = k, L.elu = elu, L.pdl = pdl;
     if (staging == V3_WGMMA_STAGING_BLOCK4)
-        return launch<V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT>(dev, a, L, stream);
-    return launch<V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT>(dev, a, L, stream);
+        return launch<V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT>(dev, a, L, tile, stream);
+    return launch<V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT>(dev, a, L, tile, stream);
 }
 
 extern "C" cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
-                                            float *c, int m, int n, int k, int pdl,
+                                            float *c, int m, int n, int k, int pdl, int tile,
                                             cudaStream_t stream)
 {
     const int dev = ready_device();
-    if (dev < 0 || !d || !w || !y || !c || !v3_wgmma_layer_supported(m, n, k) || !aligned16(d) ||
-        !aligned16(w) || !aligned16(y) || !aligned16(c))
+    if (dev < 0 || !d || !w || !y || !c || !v3_wgmma_layer_supported(m, n, k) || !tile_ok(tile) ||
+        !aligned16(d) || !aligned16(w) || !aligned16(y) || !aligned16(c))
         return cudaErrorInvalidValue;
     Layer L = {};
     L.w = w, L.y = y, L.c = c, L.m = m, L.n = n, L.k = k, L.pdl = pdl;
-    return launch<STAGING_ROWS, EPI_ELU_GRAD>(dev, d, L, stream);
+    return launch<STAGING_ROWS, EPI_ELU_GRAD>(dev, d, L, tile, stream);
 }
 
 extern "C" size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch)
@@ -785,8 +893,8 @@ extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const
 
     int nc, len;
     wgrad_chunks(d, batch, nc, len);
-    const size_t off[7] = {AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
-                           AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
+    const size_t off[7] = {AUXTRUNK_W1_OFFSET(&d),  AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
+                           AUXTRUNK_B2_OFFSET(&d),  AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
                            AUXTRUNK_PARAM_COUNT(&d)};
     const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
     const int ms[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};

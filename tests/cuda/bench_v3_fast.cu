@@ -19,6 +19,11 @@
  * (the weight gradients' domain).
  *
  *   auxtrunk-bench-v3-fast [--batches 1024,4096,16384,65536] [--iters 50]
+ *                          [--tile auto|tall|short|narrow]
+ *
+ * --tile: the tile shape of the wgmma layer and hidden-gradient columns
+ * (auto, the default: as fast mode picks it, V3_WGMMA_TILE_AUTO); the v3
+ * fast backward column always runs as fast mode does.
  *
  * Not a test: it asserts nothing about the times. Inputs stay the same on
  * every call (at small batches they sit in L2). Needs a device that runs
@@ -99,7 +104,8 @@ double max_rel_diff(const float *dx, const float *dy, size_t n)
 int main(int argc, char **argv)
 {
     std::vector<int> batches = {1024, 4096, 16384, 65536};
-    int iters = 50;
+    static const char *const tile_names[] = {"auto", "tall", "short", "narrow"};
+    int iters = 50, tile = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
             batches.clear();
@@ -107,13 +113,27 @@ int main(int argc, char **argv)
                 batches.push_back(atoi(t));
         } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
             iters = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--tile") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            for (int t = V3_WGMMA_TILE_AUTO; t <= V3_WGMMA_TILE_NARROW; t++)
+                tile = strcmp(v, tile_names[t]) == 0 ? t : tile;
+            if (tile < 0) {
+                fprintf(stderr, "%s: --tile takes auto, tall, short or narrow\n", argv[0]);
+                return 2;
+            }
         } else {
             const bool help = strcmp(argv[i], "--help") == 0;
-            fprintf(help ? stdout : stderr,
-                    "usage: %s [--batches 1024,4096,16384,65536] [--iters 50]\n", argv[0]);
+            fprintf(
+                help ? stdout : stderr,
+                "usage: %s [--batches 1024,4096,16384,65536] [--iters 50]\n"
+                "          [--tile auto|tall|short|narrow]\n"
+                "  --tile  tile shape of the wgmma layer columns (auto: as fast mode picks it)\n",
+                argv[0]);
             return help ? 0 : 2;
         }
     }
+    if (tile < 0)
+        tile = V3_WGMMA_TILE_AUTO;
     if (iters < 1 || batches.empty())
         return 2;
     CK(v3_fast_prepare());
@@ -124,8 +144,8 @@ int main(int argc, char **argv)
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("auxtrunk-bench-v3-fast on %s: fast-mode forward, %d/%d/%d/%d, median of %d calls, "
-           "µs\n",
-           prop.name, D.enc, D.h1, D.h2, D.aux, iters);
+           "µs; wgmma tiles %s\n",
+           prop.name, D.enc, D.h1, D.h2, D.aux, iters, tile_names[tile]);
     printf("%8s %12s %14s %14s %14s %14s %12s\n", "B", "v2 fast fwd", "wgmma fwd (1)",
            "wgmma fwd (2)", "wgmma L1 (1)", "wgmma L1 (2)", "out diff");
 
@@ -145,10 +165,12 @@ int main(int argc, char **argv)
         CK(cudaMalloc(&out2, (size_t)B * D.aux * sizeof(float)));
         auto wgmma_fwd = [&](int staging, float *o) {
             cudaError_t e;
-            if ((e = v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, 0)) != cudaSuccess ||
-                (e = v3_wgmma_layer(h1, w2, b2, h2, B, D.h2, D.h1, 1, staging, 1, 0)) != cudaSuccess)
+            if ((e = v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, tile, 0)) !=
+                    cudaSuccess ||
+                (e = v3_wgmma_layer(h1, w2, b2, h2, B, D.h2, D.h1, 1, staging, 1, tile, 0)) !=
+                    cudaSuccess)
                 return e;
-            return v3_wgmma_layer(h2, w3, b3, o, B, D.aux, D.h2, 0, staging, 1, 0);
+            return v3_wgmma_layer(h2, w3, b3, o, B, D.aux, D.h2, 0, staging, 1, tile, 0);
         };
         const double v2 =
             median_us(iters, [&] { return v2_fast_forward(D, &p, x, B, h1, h2, out2, 0); });
@@ -157,7 +179,7 @@ int main(int argc, char **argv)
             const int staging = s ? V3_WGMMA_STAGING_BLOCK4 : V3_WGMMA_STAGING_SCALAR;
             fwd[s] = median_us(iters, [&] { return wgmma_fwd(staging, out); });
             l1[s] = median_us(iters, [&] {
-                return v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, 0);
+                return v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, tile, 0);
             });
         }
         CK(wgmma_fwd(V3_WGMMA_STAGING_BLOCK4, out));
@@ -213,21 +235,22 @@ int main(int argc, char **argv)
         const double wg = median_us(
             iters, [&] { return v2_fast_weight_grads(D, x, h1, h2, dout, B, &g3, 0, ws, 0); });
         const double wgv3 = median_us(iters, [&] {
-            return v3_wgmma_weight_grads(D, x, h1, h2, dout, W.dh1, W.dh2, B, &g3, 0, W.partials,
-                                         0, 0);
+            return v3_wgmma_weight_grads(D, x, h1, h2, dout, W.dh1, W.dh2, B, &g3, 0, W.partials, 0,
+                                         0);
         });
         const double dh = median_us(iters, [&] {
-            cudaError_t e = v3_wgmma_hidden_grad(dout, p.w3, h2, W.dh2, B, D.h2, D.aux, 0, 0);
+            cudaError_t e = v3_wgmma_hidden_grad(dout, p.w3, h2, W.dh2, B, D.h2, D.aux, 0, tile, 0);
             return e != cudaSuccess
                        ? e
-                       : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 1, 0);
+                       : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 1, tile, 0);
         });
         CK(v2_fast_backward(D, &p, x, h1, h2, dout, B, &g2, 0, ws, 0));
         CK(v3_fast_backward(D, &p, x, h1, h2, dout, B, &g3, 0, ws, 0));
         CK(cudaDeviceSynchronize());
         double diff = 0;
         for (int i = 0; i < 6; i++)
-            diff = fmax(diff, max_rel_diff(gv3 + L.off[i], gv2 + L.off[i], L.off[i + 1] - L.off[i]));
+            diff =
+                fmax(diff, max_rel_diff(gv3 + L.off[i], gv2 + L.off[i], L.off[i + 1] - L.off[i]));
         printf("%8d %12.1f %12.1f %14.1f %14.1f %14.1f %14.1f %12.1e\n", B, bv2, bv3, wg, bv2 - wg,
                wgv3, dh, diff);
         fflush(stdout);

@@ -12,11 +12,14 @@
  *     norm-relative error (max |got - ref| / max |ref|) at most LAYER_TOL,
  *     inputs of magnitude 1 and of 1e3 (large inputs: the ELU saturates and
  *     the linear part dominates; the error measure is scale-free);
- *   - both staging variants of the weights (V3_WGMMA_STAGING_*);
+ *   - both staging variants of the weights (V3_WGMMA_STAGING_*), each with
+ *     every tile shape (V3_WGMMA_TILE_TALL, _SHORT, _NARROW): all six give
+ *     the same bits;
  *   - the hidden gradient c = (d · wᵀ) ⊙ ELU'(y) (v3_wgmma_hidden_grad) the
  *     same way, y an ELU record (ELU of pre-activations of either sign), for
  *     the trunk's dh2_pre (k 128) and dh1_pre (k 256) shapes and shapes with
- *     tails, d of magnitude 1 and 1e3 with pre-activations of 3 and 1e2;
+ *     tails, d of magnitude 1 and 1e3 with pre-activations of 3 and 1e2,
+ *     every tile shape (the same bits);
  *   - the weight and bias gradients (v3_wgmma_weight_grads: dW = aᵀ · g over
  *     the batch, db = column sums, for the three layers at once) the same
  *     way, for batches of 1, 37, one chunk and many, not multiples of the
@@ -136,8 +139,28 @@ static std::vector<float> two_calls(F call, float *dc, size_t nc,
     return got;
 }
 
-/* One layer on the device against the double reference; returns the error. */
-static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng_t *r)
+/* The tile shapes every case runs with (V3_WGMMA_TILE_AUTO picks one). */
+static const int k_tiles[3] = {V3_WGMMA_TILE_TALL, V3_WGMMA_TILE_SHORT, V3_WGMMA_TILE_NARROW};
+static const char *const k_tile_names[4] = {"auto", "tall", "short", "narrow"};
+
+/* Counts the elements of got whose bits differ from first's (the first
+ * variant's result), or keeps got as first when first is empty. */
+static size_t differs_from_first(std::vector<float> &first, const std::vector<float> &got)
+{
+    if (first.empty()) {
+        first = got;
+        return 0;
+    }
+    size_t diff = 0;
+    for (size_t i = 0; i < got.size(); i++)
+        diff += tst_f32_bits(got[i]) != tst_f32_bits(first[i]);
+    return diff;
+}
+
+/* One layer on the device, each staging variant with each tile shape,
+ * against the double reference; every variant must give the same bits (the
+ * same k order per output, the same rounding of W). Returns the error. */
+static double run_layer(const layer_case_t &c, float scale, tst_rng_t *r)
 {
     const size_t na = (size_t)c.m * c.k, nw = (size_t)c.k * c.n, nc = (size_t)c.m * c.n;
     std::vector<float> a(na), w(nw), b(c.n);
@@ -150,13 +173,23 @@ static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng
     float *da = dev_from(a), *dw = dev_from(w), *db = dev_from(b),
           *dc = dev_poisoned(nc, guard_want);
 
-    char what[96];
-    snprintf(what, sizeof what, "layer m %d n %d k %d", c.m, c.n, c.k);
-    const std::vector<float> got =
-        two_calls([&](int pdl) {
-            return v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, pdl, 0);
-        },
-                  dc, nc, guard_want, what);
+    char what[128];
+    std::vector<float> got, first;
+    for (int staging = V3_WGMMA_STAGING_SCALAR; staging <= V3_WGMMA_STAGING_BLOCK4; staging++)
+        for (int tile : k_tiles) {
+            snprintf(what, sizeof what, "layer m %d n %d k %d, staging %d, %s tiles", c.m, c.n, c.k,
+                     staging, k_tile_names[tile]);
+            CUDA_OK(cudaMemset(dc, 0xFF, nc * sizeof(float))); /* NaN again */
+            got = two_calls(
+                [&](int pdl) {
+                    return v3_wgmma_layer(da, dw, db, dc, c.m, c.n, c.k, c.elu, staging, pdl, tile,
+                                          0);
+                },
+                dc, nc, guard_want, what);
+            const size_t diff = differs_from_first(first, got);
+            ck_assert_msg(diff == 0, "%s: %zu elements differ from staging 1, tall tiles", what,
+                          diff);
+        }
 
     double worst = 0, scale_ref = 0;
     size_t at = 0;
@@ -179,8 +212,9 @@ static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng
         }
     }
     const double rel = worst / (scale_ref > 0 ? scale_ref : 1.0);
-    printf("  wgmma layer m %5d n %3d k %3d %s, inputs ±%g: error %.2e (at %zu, limit %.0e)\n", c.m,
-           c.n, c.k, c.elu ? "ELU " : "bias", (double)scale, rel, at, LAYER_TOL);
+    printf("  wgmma layer m %5d n %3d k %3d %s, inputs ±%g: error %.2e (at %zu, limit %.0e); "
+           "6 variants, same bits\n",
+           c.m, c.n, c.k, c.elu ? "ELU " : "bias", (double)scale, rel, at, LAYER_TOL);
     fflush(stdout);
     ck_assert_msg(rel <= LAYER_TOL, "%s: error %.3g > %.0e", what, rel, LAYER_TOL);
     cudaFree(da), cudaFree(dw), cudaFree(db), cudaFree(dc);
@@ -188,8 +222,9 @@ static double run_layer(const layer_case_t &c, float scale, int staging, tst_rng
 }
 
 /* One hidden gradient c [m, n] = (d [m, k] · wᵀ) ⊙ ELU'(y), w [n, k], on the
- * device against the double reference; returns the error. d in ±scale, y =
- * ELU(z) for z in ±zscale (float, as a record holds it). */
+ * device with each tile shape (the same bits) against the double
+ * reference; returns the error. d in ±scale, y = ELU(z) for z in ±zscale
+ * (float, as a record holds it). */
 static double run_hidden_grad(const layer_case_t &c, float scale, float zscale, tst_rng_t *r)
 {
     const size_t nd = (size_t)c.m * c.k, nw = (size_t)c.n * c.k, nc = (size_t)c.m * c.n;
@@ -204,11 +239,20 @@ static double run_hidden_grad(const layer_case_t &c, float scale, float zscale, 
     std::vector<float> guard_want;
     float *dd = dev_from(d), *dw = dev_from(w), *dy = dev_from(y),
           *dc = dev_poisoned(nc, guard_want);
-    char what[96];
-    snprintf(what, sizeof what, "hidden grad m %d n %d k %d", c.m, c.n, c.k);
-    const std::vector<float> got =
-        two_calls([&](int pdl) { return v3_wgmma_hidden_grad(dd, dw, dy, dc, c.m, c.n, c.k, pdl, 0); }, dc, nc,
-                  guard_want, what);
+    char what[128];
+    std::vector<float> got, first;
+    for (int tile : k_tiles) {
+        snprintf(what, sizeof what, "hidden grad m %d n %d k %d, %s tiles", c.m, c.n, c.k,
+                 k_tile_names[tile]);
+        CUDA_OK(cudaMemset(dc, 0xFF, nc * sizeof(float))); /* NaN again */
+        got = two_calls(
+            [&](int pdl) {
+                return v3_wgmma_hidden_grad(dd, dw, dy, dc, c.m, c.n, c.k, pdl, tile, 0);
+            },
+            dc, nc, guard_want, what);
+        const size_t diff = differs_from_first(first, got);
+        ck_assert_msg(diff == 0, "%s: %zu elements differ from tall tiles", what, diff);
+    }
 
     double worst = 0, scale_ref = 0;
     size_t at = 0;
@@ -228,7 +272,8 @@ static double run_hidden_grad(const layer_case_t &c, float scale, float zscale, 
         }
     }
     const double rel = worst / (scale_ref > 0 ? scale_ref : 1.0);
-    printf("  wgmma hidden grad m %5d n %3d k %3d, d ±%g, z ±%g: error %.2e (at %zu, limit %.0e)\n",
+    printf("  wgmma hidden grad m %5d n %3d k %3d, d ±%g, z ±%g: error %.2e (at %zu, limit %.0e); "
+           "3 tile shapes, same bits\n",
            c.m, c.n, c.k, (double)scale, (double)zscale, rel, at, LAYER_TOL);
     fflush(stdout);
     ck_assert_msg(rel <= LAYER_TOL, "%s: error %.3g > %.0e", what, rel, LAYER_TOL);
@@ -261,9 +306,8 @@ START_TEST(layer_matches_double_reference)
     const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
     double worst = 0;
     for (size_t i = 0; i < n_cases; i++)
-        for (int staging = V3_WGMMA_STAGING_SCALAR; staging <= V3_WGMMA_STAGING_BLOCK4; staging++)
-            for (int big = 0; big < 2; big++)
-                worst = fmax(worst, run_layer(cases[i], big ? 1e3f : 1.0f, staging, &r));
+        for (int big = 0; big < 2; big++)
+            worst = fmax(worst, run_layer(cases[i], big ? 1e3f : 1.0f, &r));
     printf("  wgmma layer worst error %.2e (limit %.0e)\n", worst, LAYER_TOL);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
 }
@@ -339,8 +383,8 @@ static double run_weight_grads(const wgrad_case_t &c, float scale, tst_rng_t *r)
                            AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d)};
     std::vector<float> guard_want;
     float *dg = dev_poisoned(P, guard_want);
-    const atk_grads_t g = {dg + off[0], dg + off[1], dg + off[2], dg + off[3], dg + off[4],
-                           dg + off[5]};
+    const atk_grads_t g = {dg + off[0], dg + off[1], dg + off[2],
+                           dg + off[3], dg + off[4], dg + off[5]};
     const size_t np = v3_wgmma_weight_grads_floats(d, B);
     ck_assert_msg(np >= P, "partials: %zu floats for P = %zu", np, P);
     float *dpart = NULL;
@@ -413,11 +457,10 @@ START_TEST(weight_grads_match_double_reference)
     /* {enc, h1, h2, aux}, batch: the production topology at 1, 37, one
      * chunk and many; widths past a 128-wide tile (132, 260, 136, 20, 12, 4) */
     static const wgrad_case_t cases[] = {
-        {{256, 256, 256, 128}, 1},    {{256, 256, 256, 128}, 37},
-        {{36, 132, 20, 12}, 300},     {{132, 260, 136, 4}, 4133},
-        {{256, 256, 256, 128}, 4096}, {{4, 8, 12, 16}, 129},
-        {{256, 256, 256, 128}, 256},  {{256, 256, 256, 128}, 6700},
-        {{256, 256, 256, 128}, 40000}, {{256, 256, 256, 128}, 20011},
+        {{256, 256, 256, 128}, 1},     {{256, 256, 256, 128}, 37},   {{36, 132, 20, 12}, 300},
+        {{132, 260, 136, 4}, 4133},    {{256, 256, 256, 128}, 4096}, {{4, 8, 12, 16}, 129},
+        {{256, 256, 256, 128}, 256},   {{256, 256, 256, 128}, 6700}, {{256, 256, 256, 128}, 40000},
+        {{256, 256, 256, 128}, 20011},
     };
     const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
     double worst = 0;
@@ -440,35 +483,48 @@ START_TEST(outside_the_domain_is_refused)
     ck_assert(!v3_wgmma_layer_supported(16, 254, 256));
     ck_assert(!v3_wgmma_layer_supported(16, 256, 6));
     ck_assert(!v3_wgmma_layer_supported(0, 256, 256));
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 260, 1, 1, 0, 0),
-                     cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf + 1, w, b, buf + 4096, 16, 256, 256, 1, 1, 0, 0),
-                     cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4097, 16, 256, 256, 1, 1, 0, 0),
-                     cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 0, 256, 256, 1, 1, 0, 0),
-                     cudaErrorInvalidValue);
-    /* an unknown staging variant; variant 2 with w not 16-byte aligned */
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 3, 0, 0),
-                     cudaErrorInvalidValue);
     ck_assert_int_eq(
-        v3_wgmma_layer(buf, w + 1, b, buf + 4096, 16, 256, 256, 1, V3_WGMMA_STAGING_BLOCK4, 0, 0),
+        v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 260, 1, 1, 0, V3_WGMMA_TILE_AUTO, 0),
         cudaErrorInvalidValue);
+    ck_assert_int_eq(
+        v3_wgmma_layer(buf + 1, w, b, buf + 4096, 16, 256, 256, 1, 1, 0, V3_WGMMA_TILE_AUTO, 0),
+        cudaErrorInvalidValue);
+    ck_assert_int_eq(
+        v3_wgmma_layer(buf, w, b, buf + 4097, 16, 256, 256, 1, 1, 0, V3_WGMMA_TILE_AUTO, 0),
+        cudaErrorInvalidValue);
+    ck_assert_int_eq(
+        v3_wgmma_layer(buf, w, b, buf + 4096, 0, 256, 256, 1, 1, 0, V3_WGMMA_TILE_AUTO, 0),
+        cudaErrorInvalidValue);
+    /* an unknown staging variant; variant 2 with w not 16-byte aligned */
+    ck_assert_int_eq(
+        v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 3, 0, V3_WGMMA_TILE_AUTO, 0),
+        cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_layer(buf, w + 1, b, buf + 4096, 16, 256, 256, 1,
+                                    V3_WGMMA_STAGING_BLOCK4, 0, V3_WGMMA_TILE_AUTO, 0),
+                     cudaErrorInvalidValue);
+    /* an unknown tile shape */
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 1, 0, 4, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, buf + 8192, buf + 4096, 16, 256, 256, 0, -1, 0),
+                     cudaErrorInvalidValue);
     /* the hidden gradient: k > 256, n not a multiple of 4, each pointer
      * misaligned or null in turn */
     float *c = buf + 4096;
     const float *y = buf + 8192;
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 256, 260, 0, 0), cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 254, 256, 0, 0), cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf + 1, w, y, c, 16, 256, 256, 0, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 256, 260, 0, V3_WGMMA_TILE_AUTO, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w + 1, y, c, 16, 256, 256, 0, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c, 16, 254, 256, 0, V3_WGMMA_TILE_AUTO, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y + 2, c, 16, 256, 256, 0, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf + 1, w, y, c, 16, 256, 256, 0, V3_WGMMA_TILE_AUTO, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c + 1, 16, 256, 256, 0, 0),
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w + 1, y, c, 16, 256, 256, 0, V3_WGMMA_TILE_AUTO, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, NULL, c, 16, 256, 256, 0, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y + 2, c, 16, 256, 256, 0, V3_WGMMA_TILE_AUTO, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, y, c + 1, 16, 256, 256, 0, V3_WGMMA_TILE_AUTO, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, NULL, c, 16, 256, 256, 0, V3_WGMMA_TILE_AUTO, 0),
+                     cudaErrorInvalidValue);
     /* the weight gradients: a width not a multiple of 4, batch 0, each
      * pointer misaligned or null in turn; nothing written */
     const atk_dims_t td = {8, 8, 8, 8}, odd = {8, 6, 8, 8};
@@ -488,8 +544,8 @@ START_TEST(outside_the_domain_is_refused)
         for (int bad = 0; bad < 2; bad++) {
             const float *p[7] = {in, in, in, in, in, in, part};
             p[i] = bad ? NULL : p[i] + 1;
-            ck_assert_int_eq(v3_wgmma_weight_grads(td, p[0], p[1], p[2], p[3], p[4], p[5], 16,
-                                                   &tg, 0, const_cast<float *>(p[6]), 0, 0),
+            ck_assert_int_eq(v3_wgmma_weight_grads(td, p[0], p[1], p[2], p[3], p[4], p[5], 16, &tg,
+                                                   0, const_cast<float *>(p[6]), 0, 0),
                              cudaErrorInvalidValue);
         }
     float **const tgp[6] = {&tg.dw1, &tg.db1, &tg.dw2, &tg.db2, &tg.dw3, &tg.db3};
