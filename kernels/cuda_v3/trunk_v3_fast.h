@@ -167,10 +167,13 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
  * stream, cudaErrorInvalidValue (nothing launched) outside it or before a
  * successful v3_wgmma_prepare on this device. pdl applies to the first
  * launch; the second is always a dependent of the first.
- * partials holds v3_wgmma_weight_grads_floats(d, batch) floats:
- * min(264 / tiles, ceil(batch / 256)) · P (tiles: the 128 x 128 tiles of the
- * three weights, 10 for the production topology, so at most 26 · P), never
- * fewer for a larger batch; 0 outside the domain. */
+ * partials holds v3_wgmma_weight_grads_floats(d, batch) floats: one P per
+ * chunk of the largest plan of any batch up to this one, at most
+ * 264 / tiles · P (tiles: the 128 x 128 tiles of the three weights, 10 for
+ * the production topology, so at most 26 · P; chunks of 256 rows, or of
+ * about 32 rows where the 256-row plan would launch at most 44 blocks, that
+ * is to B = 1,024 for the production topology, so 26 · P from B = 832 on),
+ * never fewer for a larger batch; 0 outside the domain. */
 size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch);
 cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1, const float *h2,
                                   const float *dout, const float *dh1, const float *dh2, int batch,

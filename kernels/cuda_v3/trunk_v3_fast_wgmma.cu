@@ -741,9 +741,14 @@ cudaError_t launch(int dev, const float *a, Layer L, int tile, cudaStream_t stre
 
 bool tile_ok(int tile) { return tile >= V3_WGMMA_TILE_AUTO && tile <= V3_WGMMA_TILE_NARROW; }
 
-/* The weight gradients' chunk plan, as cuda-v2's fast mode plans its own:
+/* The weight gradients' chunk plan. As cuda-v2's fast mode plans its own:
  * at most min(WG_MAX_BLOCKS / tiles, ceil(batch / 256)) chunks, each a whole
- * number of 32-row slabs; nc chunks of len rows cover the batch and none is
+ * number of 32-row slabs; but where that plan's grid (tiles x chunks) would
+ * hold at most a sixth of WG_MAX_BLOCKS blocks (B <= 1,024 for the
+ * production topology), chunks of about 32 rows instead, up to the same cap
+ * (16 chunks of 64 rows at B = 1,024): the grid there is too small to hide
+ * a block's chain of slabs (docs/perf-notes-v3-fast.md, "Short chunks at
+ * small batches"). nc chunks of len rows cover the batch and none is
  * empty. */
 int wgrad_tiles(atk_dims_t d)
 {
@@ -751,15 +756,35 @@ int wgrad_tiles(atk_dims_t d)
     return tiles(d.enc, d.h1) + tiles(d.h1, d.h2) + tiles(d.h2, d.aux);
 }
 
-int wgrad_chunk_bound(atk_dims_t d, int batch) /* >= nc, and monotone in batch */
+int wgrad_cap(atk_dims_t d)
 {
-    const int cap = WG_MAX_BLOCKS / wgrad_tiles(d) > 1 ? WG_MAX_BLOCKS / wgrad_tiles(d) : 1;
-    return (batch + 255) / 256 < cap ? (batch + 255) / 256 : cap;
+    return WG_MAX_BLOCKS / wgrad_tiles(d) > 1 ? WG_MAX_BLOCKS / wgrad_tiles(d) : 1;
+}
+
+/* The largest batch planned with short chunks (0: none). */
+int wgrad_short_max_batch(atk_dims_t d) { return WG_MAX_BLOCKS / 6 / wgrad_tiles(d) * 256; }
+
+/* The chunks the plan aims at for this batch (nc <= it). */
+int wgrad_chunk_want(atk_dims_t d, int batch)
+{
+    const int rows = batch <= wgrad_short_max_batch(d) ? BK : 256;
+    const int want = (batch + rows - 1) / rows, cap = wgrad_cap(d);
+    return want < cap ? want : cap;
+}
+
+/* >= nc for every batch up to this one (the workspace's partials): the
+ * plan is monotone within each regime, so its largest value is at the
+ * batch itself or at the last short-chunk batch. */
+int wgrad_chunk_bound(atk_dims_t d, int batch)
+{
+    const int at = wgrad_chunk_want(d, batch), bt = wgrad_short_max_batch(d);
+    const int at_short = bt > 0 && batch > bt ? wgrad_chunk_want(d, bt) : 0;
+    return at > at_short ? at : at_short;
 }
 
 void wgrad_chunks(atk_dims_t d, int batch, int &nc, int &len)
 {
-    const int want = wgrad_chunk_bound(d, batch);
+    const int want = wgrad_chunk_want(d, batch);
     len = ((batch + want - 1) / want + BK - 1) / BK * BK;
     nc = (batch + len - 1) / len;
 }
