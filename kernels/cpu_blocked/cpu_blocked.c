@@ -720,38 +720,59 @@ static float *edge_entry(const cpb_trunk_t *t, int32_t l, int32_t j, int32_t sid
                LINE_FLOATS;
 }
 
-/* Stores v[0, cols) as columns [c0, c0 + cols) of row k, inside group q's
- * columns, of grads layer l's gradient in the caller's array: o = v, or
- * o = o + v with add; the floats in a line shared with a neighbouring group
- * go unadded to their side of its edge entry instead. */
-static void store_row(const bwd_call_t *c, int32_t l, const grad_layer_t *L, int32_t q, int32_t k,
-                      int32_t c0, const float *restrict v, int32_t cols, int add)
+/* What store_row needs of group q of grads layer l, found once per task:
+ * the group's columns and row 0 of its sides of the edge entries of its
+ * two boundaries (NULL where the group has no such neighbour or the layer
+ * no edges; row k's side is LINE_FLOATS floats on, edge_entry). */
+typedef struct group_edges {
+    int32_t glo, ghi;
+    float *lead, *tail;
+} group_edges_t;
+
+static group_edges_t group_edges(const bwd_call_t *c, int32_t l, const grad_layer_t *L, int32_t q)
+{
+    group_edges_t e = {0, 0, NULL, NULL};
+    if (!c->edges[l])
+        return e;
+    group_columns(c->t, L, q, &e.glo, &e.ghi);
+    if (q > 0)
+        e.lead = edge_entry(c->t, l, q, 1, 0);
+    if (q < L->groups - 1)
+        e.tail = edge_entry(c->t, l, q + 1, 0, 0);
+    return e;
+}
+
+/* Stores v[0, cols) as columns [c0, c0 + cols) of row k, inside the columns
+ * of the group `ge` describes, of a grads layer's gradient L in the
+ * caller's array: o = v, or o = o + v with add; the floats in a line shared
+ * with a neighbouring group go unadded to their side of its edge entry
+ * instead. */
+static void store_row(const grad_layer_t *L, const group_edges_t *ge, int32_t k, int32_t c0,
+                      const float *restrict v, int32_t cols, int add)
 {
     float *restrict row = L->gw + (size_t)k * L->N;
     int32_t d0 = c0, d1 = c0 + cols; /* stored in place */
     float *lead = NULL, *tail = NULL; /* this group's sides of its two boundaries */
     int32_t lead0 = 0, tail0 = 0;     /* the first columns of those lines */
-    if (c->edges[l]) {
-        int32_t glo, ghi, e;
-        group_columns(c->t, L, q, &glo, &ghi);
-        if (q > 0 && (e = line_lead(row, glo)) != 0) {
-            lead0 = glo - e;
-            lead = edge_entry(c->t, l, q, 1, k);
-            d0 = max_i32(d0, min_i32(d1, lead0 + LINE_FLOATS));
-        }
-        if (q < L->groups - 1 && (e = line_lead(row, ghi)) != 0) {
-            tail0 = ghi - e;
-            tail = edge_entry(c->t, l, q + 1, 0, k);
-            d1 = min_i32(d1, max_i32(d0, tail0));
-        }
+    int32_t e;
+    if (ge->lead && (e = line_lead(row, ge->glo)) != 0) {
+        lead0 = ge->glo - e;
+        lead = ge->lead + (size_t)k * LINE_FLOATS;
+        d0 = max_i32(d0, min_i32(d1, lead0 + LINE_FLOATS));
+    }
+    if (ge->tail && (e = line_lead(row, ge->ghi)) != 0) {
+        tail0 = ge->ghi - e;
+        tail = ge->tail + (size_t)k * LINE_FLOATS;
+        d1 = min_i32(d1, max_i32(d0, tail0));
     }
     for (int32_t i = c0; i < d0; i++)
         lead[i - lead0] = v[i - c0];
     if (add)
         for (int32_t i = d0; i < d1; i++)
             row[i] = row[i] + v[i - c0];
-    else if (d1 > d0)
-        memcpy(row + d0, v + (d0 - c0), (size_t)(d1 - d0) * sizeof *row);
+    else
+        for (int32_t i = d0; i < d1; i++)
+            row[i] = v[i - c0];
     for (int32_t i = d1; i < c0 + cols; i++)
         tail[i - tail0] = v[i - c0];
 }
@@ -823,6 +844,7 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
     r.cols = min_i32(L.N, hi * nr) - r.c0;
     r.bias = j == 0;
     const size_t cr = (size_t)t->cr;
+    const group_edges_t ge = group_edges(c, l, &L, q);
 
     /* Where this chunk's partial goes: straight to the caller's gradients
      * when the batch is one chunk, else the stack slot of leaf `chunk`. */
@@ -849,7 +871,7 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
             if (single && c->edges[l] && ((q > 0 && p == lo) || (q < L.groups - 1 && p == hi - 1))) {
                 t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
                 for (int32_t k = 0; k < kr; k++)
-                    store_row(c, l, &L, q, k0 + k, c0, s->tile + (size_t)k * nr, cols, add);
+                    store_row(&L, &ge, k0 + k, c0, s->tile + (size_t)k * nr, cols, add);
                 continue;
             }
             if (!add && kr == mr && cols == nr) {
@@ -893,7 +915,7 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
                        st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
                        st + (size_t)(depth - 1) * n + L.ob, 1);
     for (int32_t k = r.k0; k < r.k0 + r.rows; k++)
-        store_row(c, l, &L, q, k, r.c0, st + L.ow + (size_t)k * L.N + r.c0, r.cols, c->accumulate);
+        store_row(&L, &ge, k, r.c0, st + L.ow + (size_t)k * L.N + r.c0, r.cols, c->accumulate);
     region_bias(&r, L.gb, st + L.ob, c->accumulate);
 }
 
