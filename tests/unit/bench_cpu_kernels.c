@@ -68,6 +68,13 @@ static void usage(FILE *f)
             "Production topology 256/256/256/128; inputs fixed per batch (warm caches).\n");
 }
 
+/* The median of v[0, n) (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
 typedef struct timing {
     double fwd, bwd, step; /* medians, microseconds */
 } timing_t;
@@ -89,10 +96,7 @@ typedef struct timing {
                 ts[k] = t2 - t0;                                                 \
             }                                                                    \
         }                                                                        \
-        qsort(tf, (size_t)(reps), sizeof *tf, cmp_double);                       \
-        qsort(tb, (size_t)(reps), sizeof *tb, cmp_double);                       \
-        qsort(ts, (size_t)(reps), sizeof *ts, cmp_double);                       \
-        (t) = (timing_t){tf[(reps) / 2], tb[(reps) / 2], ts[(reps) / 2]};        \
+        (t) = (timing_t){median(tf, reps), median(tb, reps), median(ts, reps)};  \
         free(tf);                                                                \
     } while (0)
 
@@ -107,12 +111,6 @@ typedef struct batch_io {
     float *h1, *h2, *out;
     int b;
 } batch_io_t;
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 /* n trunks timed in turn, one block of `block` steps each per round (the
  * first step of a block untimed), until each has at least `reps` timed
