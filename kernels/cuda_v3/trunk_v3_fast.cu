@@ -80,6 +80,8 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
     if (!wgmma_forward_takes(d, p, x, batch, h1, h2, out))
         return batch < V2_FAST_MIN_BATCH ? v3_forward(d, p, x, batch, h1, h2, out, stream)
                                          : v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
+    if (batch <= V3_WGMMA_CHAIN_MAX_BATCH && v3_wgmma_chain_supported(d))
+        return v3_wgmma_forward(d, p, x, batch, h1, h2, out, stream); /* one launch */
     /* the first launch of the call is an ordinary one: whatever the caller
      * queued before (an optimizer step writing the weights) is complete
      * before any block runs; the next ones stage their weights early */
@@ -107,11 +109,15 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
     /* dh2_pre and dh1_pre where cuda-v2's weight gradients read them */
     const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
     cudaError_t e;
-    /* an ordinary first launch, then dependents (as in the forward) */
-    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, V3_WGMMA_TILE_AUTO,
-                                  stream)) != cudaSuccess ||
-        (e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, V3_WGMMA_TILE_AUTO,
-                                  stream)) != cudaSuccess)
+    /* one chain launch, or an ordinary first launch and a dependent (as in
+     * the forward): the same bits */
+    if (batch <= V3_WGMMA_CHAIN_MAX_BATCH && v3_wgmma_chain_supported(d))
+        e = v3_wgmma_hidden_grads(d, p, dout, h1, h2, batch, W.dh2, W.dh1, stream);
+    else if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0,
+                                       V3_WGMMA_TILE_AUTO, stream)) == cudaSuccess)
+        e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, V3_WGMMA_TILE_AUTO,
+                                 stream);
+    if (e != cudaSuccess)
         return e;
     if (V3_WGMMA_WEIGHT_GRADS)
         return v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,

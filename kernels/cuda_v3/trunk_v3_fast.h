@@ -180,6 +180,38 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
                                   const atk_grads_t *g, int accumulate, float *partials, int pdl,
                                   cudaStream_t stream);
 
+/* The chain kernel: a whole forward, or both hidden gradients, in one
+ * launch of one 64-row tile per block, each layer's output kept in shared
+ * memory as the next layer's A operand and written to device memory as
+ * well (the records h1, h2 and out; dh2_pre and dh1_pre, which the weight
+ * gradients read). The weights reach the tensor cores slab by slab through
+ * registers, two slabs in flight per thread (W transposed on the way for
+ * the forward, as V3_WGMMA_STAGING_BLOCK4 does; W3, W2 as stored for the
+ * hidden gradients). Every output element gets the k order, the rounding
+ * and the epilogue of the launches above: the same bits as
+ * v3_wgmma_layer's three launches (x → h1 → h2 → out) and
+ * v3_wgmma_hidden_grad's two. Domain: every width a multiple of 4 and at
+ * most 256 (v3_wgmma_chain_supported), batch >= 1, every pointer non-null
+ * and, but the biases, 16-byte aligned; one ordinary launch on stream (the
+ * first of a call), cudaErrorInvalidValue (nothing launched) outside it or
+ * before a successful v3_wgmma_prepare on this device.
+ * Fast mode takes it for batches from V3_WGMMA_MIN_BATCH to
+ * V3_WGMMA_CHAIN_MAX_BATCH, which is 0: on the H200 it measured about 2x
+ * slower than the layer launches at every batch (the forward 55 µs against
+ * 21–34 at 1,024–8,192, whatever the number of tiles: about 2 µs per B
+ * slab against 0.26 µs of tensor work, with the cause not yet isolated;
+ * docs/perf-notes-v3-fast.md, "The chain kernel"). It stays built and
+ * tested (bit for bit against the layer launches) as the base of a chain
+ * whose B slabs arrive by TMA. */
+int v3_wgmma_chain_supported(atk_dims_t d);
+cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                             float *h1, float *h2, float *out, cudaStream_t stream);
+/* dh2 [batch, H2] = (dout · W3ᵀ) ⊙ ELU'(h2), dh1 [batch, H1] = (dh2 · W2ᵀ) ⊙ ELU'(h1). */
+cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p, const float *dout,
+                                  const float *h1, const float *h2, int batch, float *dh2,
+                                  float *dh1, cudaStream_t stream);
+#define V3_WGMMA_CHAIN_MAX_BATCH 0
+
 /* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's
  * v2_fast_weight_grads (0) after the wgmma hidden gradients. */
 #define V3_WGMMA_WEIGHT_GRADS 1

@@ -27,6 +27,11 @@
  *     and g of magnitude 1 and 1e2; the flat gradient buffer poisoned, every
  *     element written, the guard floats after it untouched; then again with
  *     accumulate onto random gradients;
+ *   - the chain kernel (v3_wgmma_forward, v3_wgmma_hidden_grads) bit for
+ *     bit against the layer launches it would replace, for the production
+ *     topology at batches of 1 to 20,011 and widths
+ *     with tails, inputs of magnitude 1 and 1e2, outputs poisoned, every
+ *     element written, the guards untouched;
  *   - a second call gives the same bits;
  *   - shapes outside the domain are refused with nothing written.
  * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
@@ -472,6 +477,171 @@ START_TEST(weight_grads_match_double_reference)
 }
 END_TEST
 
+typedef struct chain_case {
+    atk_dims_t d;
+    int batch;
+} chain_case_t;
+
+/* The outputs of a chain launch: nb buffers (sizes n[i]), poisoned with NaN
+ * and followed by guard floats; call runs the chain into them. Runs it
+ * twice (poisoned again in between) and checks the guards, that every
+ * element was written (finite) and that the two calls gave the same bits;
+ * returns the first call's results. */
+template <class F>
+static std::vector<std::vector<float>> chain_twice(F call, float *const *dst, const size_t *n,
+                                                   int nb, const std::vector<float> &guard_want,
+                                                   const char *what)
+{
+    std::vector<std::vector<float>> got(nb), again(nb);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < nb; i++)
+            CUDA_OK(cudaMemset(dst[i], 0xFF, n[i] * sizeof(float)));
+        CUDA_OK(call());
+        CUDA_OK(cudaDeviceSynchronize());
+        for (int i = 0; i < nb; i++) {
+            std::vector<float> &v = pass ? again[i] : got[i];
+            v.resize(n[i] + GUARD);
+            CUDA_OK(cudaMemcpy(v.data(), dst[i], v.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        }
+    }
+    for (int i = 0; i < nb; i++) {
+        for (int j = 0; j < GUARD; j++)
+            ck_assert_msg(tst_f32_bits(got[i][n[i] + j]) == tst_f32_bits(guard_want[j]),
+                          "%s: output %d: wrote past its end (guard float %d)", what, i, j);
+        size_t diff = 0, unwritten = 0;
+        for (size_t j = 0; j < n[i]; j++) {
+            diff += tst_f32_bits(got[i][j]) != tst_f32_bits(again[i][j]);
+            unwritten += !isfinite(got[i][j]);
+        }
+        ck_assert_msg(diff == 0, "%s: output %d: %zu elements differ between two calls", what, i,
+                      diff);
+        ck_assert_msg(unwritten == 0, "%s: output %d: %zu elements not written or not finite", what,
+                      i, unwritten);
+        got[i].resize(n[i]);
+    }
+    return got;
+}
+
+/* Bits of got against want (same size), as a count of differing elements. */
+static size_t bits_differ(const std::vector<float> &got, const std::vector<float> &want)
+{
+    size_t diff = 0;
+    for (size_t i = 0; i < got.size(); i++)
+        diff += tst_f32_bits(got[i]) != tst_f32_bits(want[i]);
+    return diff;
+}
+
+/* One case of the chain kernel: the forward (v3_wgmma_forward) against the
+ * three v3_wgmma_layer launches it replaces, and the hidden gradients
+ * (v3_wgmma_hidden_grads) against the two v3_wgmma_hidden_grad launches, bit
+ * for bit (the layer launches are checked against the double reference
+ * above); the records the backward reads are the forward's. Inputs in
+ * ±scale. */
+static void run_chain(const chain_case_t &c, float scale, tst_rng_t *r)
+{
+    const atk_dims_t d = c.d;
+    const int B = c.batch;
+    const int ks[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};
+    std::vector<float> x((size_t)B * d.enc), dout((size_t)B * d.aux), w[3], b[3];
+    tst_rng_fill(r, x.data(), x.size(), -scale, scale);
+    tst_rng_fill(r, dout.data(), dout.size(), -scale, scale);
+    float *dw[3], *db[3];
+    for (int l = 0; l < 3; l++) {
+        w[l].resize((size_t)ks[l] * ns[l]);
+        b[l].resize(ns[l]);
+        const float ws = 1.0f / sqrtf((float)ks[l]);
+        tst_rng_fill(r, w[l].data(), w[l].size(), -ws, ws);
+        tst_rng_fill(r, b[l].data(), b[l].size(), -0.5f, 0.5f);
+        dw[l] = dev_from(w[l]), db[l] = dev_from(b[l]);
+    }
+    const atk_params_t p = {dw[0], db[0], dw[1], db[1], dw[2], db[2]};
+    float *dx = dev_from(x), *ddout = dev_from(dout);
+
+    std::vector<float> guard_want;
+    const size_t nf[3] = {(size_t)B * d.h1, (size_t)B * d.h2, (size_t)B * d.aux};
+    float *fwd[3], *lay[3];
+    for (int l = 0; l < 3; l++)
+        fwd[l] = dev_poisoned(nf[l], guard_want), lay[l] = dev_poisoned(nf[l], guard_want);
+    char what[128];
+    snprintf(what, sizeof what, "chain forward %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
+    const auto chain =
+        chain_twice([&]() { return v3_wgmma_forward(d, &p, dx, B, fwd[0], fwd[1], fwd[2], 0); },
+                    fwd, nf, 3, guard_want, what);
+    const float *in[3] = {dx, lay[0], lay[1]};
+    for (int l = 0; l < 3; l++)
+        CUDA_OK(v3_wgmma_layer(in[l], dw[l], db[l], lay[l], B, ns[l], ks[l], l < 2,
+                               V3_WGMMA_STAGING_BLOCK4, 0, V3_WGMMA_TILE_AUTO, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int l = 0; l < 3; l++) {
+        std::vector<float> want(nf[l]);
+        CUDA_OK(cudaMemcpy(want.data(), lay[l], nf[l] * sizeof(float), cudaMemcpyDeviceToHost));
+        const size_t diff = bits_differ(chain[l], want);
+        ck_assert_msg(diff == 0, "%s: %zu elements of %s differ from the layer launches", what,
+                      diff,
+                      l == 0   ? "h1"
+                      : l == 1 ? "h2"
+                               : "out");
+    }
+
+    /* the hidden gradients on the forward's records */
+    const size_t nh[2] = {(size_t)B * d.h2, (size_t)B * d.h1};
+    float *hid[2], *two[2];
+    for (int i = 0; i < 2; i++)
+        hid[i] = dev_poisoned(nh[i], guard_want), two[i] = dev_poisoned(nh[i], guard_want);
+    snprintf(what, sizeof what, "chain hidden grads %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
+    const auto grads = chain_twice(
+        [&]() { return v3_wgmma_hidden_grads(d, &p, ddout, fwd[0], fwd[1], B, hid[0], hid[1], 0); },
+        hid, nh, 2, guard_want, what);
+    CUDA_OK(v3_wgmma_hidden_grad(ddout, dw[2], fwd[1], two[0], B, d.h2, d.aux, 0,
+                                 V3_WGMMA_TILE_AUTO, 0));
+    CUDA_OK(v3_wgmma_hidden_grad(two[0], dw[1], fwd[0], two[1], B, d.h1, d.h2, 0,
+                                 V3_WGMMA_TILE_AUTO, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int i = 0; i < 2; i++) {
+        std::vector<float> want(nh[i]);
+        CUDA_OK(cudaMemcpy(want.data(), two[i], nh[i] * sizeof(float), cudaMemcpyDeviceToHost));
+        const size_t diff = bits_differ(grads[i], want);
+        ck_assert_msg(diff == 0, "%s: %zu elements of %s differ from the layer launches", what,
+                      diff, i == 0 ? "dh2_pre" : "dh1_pre");
+    }
+    printf("  wgmma chain %3d/%3d/%3d/%3d B %5d, inputs ±%g: forward (h1, h2, out) and hidden "
+           "gradients (dh2_pre, dh1_pre) the same bits as the layer launches\n",
+           d.enc, d.h1, d.h2, d.aux, B, (double)scale);
+    fflush(stdout);
+    for (int l = 0; l < 3; l++)
+        cudaFree(dw[l]), cudaFree(db[l]), cudaFree(fwd[l]), cudaFree(lay[l]);
+    for (int i = 0; i < 2; i++)
+        cudaFree(hid[i]), cudaFree(two[i]);
+    cudaFree(dx), cudaFree(ddout);
+}
+
+START_TEST(chain_matches_layer_launches)
+{
+    prepare_or_fail();
+    if (!v3_wgmma_available()) {
+        printf("  no sm_90a device: the chain kernel does not run here\n");
+        return;
+    }
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x74);
+    /* {enc, h1, h2, aux}, batch: the production topology at one row, one
+     * 64-row tile and past it, fast mode's batches (1,024 to 20,011: one to
+     * three tiles per SM); widths with tails past a 32-float slab and past
+     * 128 columns (132, 200), narrow ones (4, 12, 20) */
+    static const chain_case_t cases[] = {
+        {{256, 256, 256, 128}, 1},     {{256, 256, 256, 128}, 65},   {{36, 132, 20, 12}, 300},
+        {{100, 200, 60, 256}, 129},    {{4, 8, 12, 4}, 64},          {{256, 256, 256, 128}, 1024},
+        {{132, 256, 132, 128}, 1000},  {{256, 256, 256, 128}, 4113}, {{256, 256, 256, 128}, 16384},
+        {{256, 256, 256, 128}, 20011},
+    };
+    const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
+    for (size_t i = 0; i < n_cases; i++)
+        for (int big = 0; big < 2; big++)
+            run_chain(cases[i], big ? 1e2f : 1.0f, &r);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+END_TEST
+
 START_TEST(outside_the_domain_is_refused)
 {
     prepare_or_fail();
@@ -525,6 +695,34 @@ START_TEST(outside_the_domain_is_refused)
                      cudaErrorInvalidValue);
     ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, NULL, c, 16, 256, 256, 0, V3_WGMMA_TILE_AUTO, 0),
                      cudaErrorInvalidValue);
+    /* the chain: a width past 256 or not a multiple of 4, batch 0, a
+     * misaligned or null pointer; nothing launched */
+    {
+        const atk_dims_t prod = {256, 256, 256, 128}, wide = {260, 256, 256, 128},
+                         odd = {256, 256, 254, 128};
+        const atk_params_t cp = {buf, buf, buf, buf, buf, buf},
+                           cmis = {buf, buf, buf + 1, buf, buf, buf};
+        float *o = buf + 4096;
+        ck_assert(v3_wgmma_chain_supported(prod));
+        ck_assert(!v3_wgmma_chain_supported(wide));
+        ck_assert(!v3_wgmma_chain_supported(odd));
+        ck_assert_int_eq(v3_wgmma_forward(wide, &cp, buf, 16, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 0, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf + 1, 16, o, o, o, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cmis, buf, 16, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, NULL, o, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, NULL, buf, 16, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(odd, &cp, buf, buf, buf, 16, o, o, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o + 2, o, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cmis, buf, buf, buf, 16, o, o, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, NULL, buf, 16, o, o, 0),
+                         cudaErrorInvalidValue);
+    }
     /* the weight gradients: a width not a multiple of 4, batch 0, each
      * pointer misaligned or null in turn; nothing written */
     const atk_dims_t td = {8, 8, 8, 8}, odd = {8, 6, 8, 8};
@@ -583,6 +781,7 @@ int main(void)
     tcase_add_test(tc, layer_matches_double_reference);
     tcase_add_test(tc, hidden_grad_matches_double_reference);
     tcase_add_test(tc, weight_grads_match_double_reference);
+    tcase_add_test(tc, chain_matches_layer_launches);
     tcase_add_test(tc, outside_the_domain_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
