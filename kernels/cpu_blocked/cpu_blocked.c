@@ -32,18 +32,20 @@
  *                     a group is one thread's columns (column_groups), and
  *                     each thread packs its own copy of the W3^T / W2^T
  *                     panels of the groups it runs, once per call;
- *             grads   one task per (column group, block of about 32 rows)
- *                     of dW1, dW3, dW2: the chunk partials of its region
- *                     (and, in a layer's first block, of the bias's
- *                     columns), then its region's steps of the pairwise
- *                     tree (the tree is element-wise, so each region can
- *                     run it alone). The column groups are the dh phases',
- *                     so the dW operand a task reads was packed on its own
- *                     thread; two threads' regions meet only at a panel's
- *                     edge;
- *             edges   after the last chunk, the caller alone stores the
- *                     cache lines of the caller's dW rows in which two
- *                     column groups meet (see "Edges" below).
+ *             grads   one task per (row group, block of about 32 rows)
+ *                     of dW1, dW3, dW2, every column: the chunk partials of
+ *                     its region (and, in a layer's first block, of the
+ *                     bias), then its region's steps of the pairwise tree
+ *                     (the tree is element-wise, so each region can run it
+ *                     alone). Row group q's rows are the A tiles that
+ *                     group q of the dh2 phase packed, on the same thread,
+ *                     and two threads' regions meet only where one group's
+ *                     rows end: whole rows, so no cache line of the
+ *                     caller's dW is written by two threads but the one at
+ *                     such a meeting, whatever the caller's alignment (a
+ *                     column split shares the line at every row's end when
+ *                     a row is not a whole number of lines from one;
+ *                     docs/cpu-perf.md, step 15).
  *
  * The pool (cpb_pool.c) gives each thread the same home range of a phase's
  * tasks in every call, so a task's outputs stay in one core's cache.
@@ -67,8 +69,6 @@
 #define C AUXTRUNK_CANON_CHUNK
 /* Buffers are aligned for whole vector loads; any alignment gives the same bits. */
 #define ALIGN_FLOATS 16
-/* Floats of one cache line (64 bytes). */
-#define LINE_FLOATS 16
 
 static int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
 static int32_t max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
@@ -113,9 +113,6 @@ struct cpb_trunk {
     float *ad2;         /* dh2_pre of the chunk as A tiles, depth H2: the dh1
                            product's operand */
     float *stack;       /* [levels][set] pending tree nodes */
-    float *edge;        /* [3 layers][threads - 1 boundaries][2 sides][edge_rows]
-                           [LINE_FLOATS]: see "Edges" */
-    int32_t edge_rows;  /* the widest K of the three weight gradients */
     scratch_t *scratch; /* one per thread */
     uint32_t *marks;    /* the scratches' `packed` arrays */
 };
@@ -159,7 +156,6 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
     TAKE(t->a1, tile_floats(t, d.enc, t->cr));
     TAKE(t->ad2, tile_floats(t, t->cr, d.h2));
     TAKE(t->stack, (size_t)t->levels * t->set);
-    TAKE(t->edge, (size_t)3 * (size_t)(threads - 1) * 2 * (size_t)t->edge_rows * LINE_FLOATS);
     const int32_t depth = max_i32(max_i32(d.enc, d.h1), max_i32(d.h2, d.aux));
     for (int32_t i = 0; i < threads; i++) {
         scratch_t *s = &t->scratch[i];
@@ -192,7 +188,6 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
     const int32_t nc = auxtrunk_canon_chunks(cfg->max_batch);
     t->levels = nc > 1 ? stack_levels(nc) : 0;
     t->set = AUXTRUNK_PARAM_COUNT(&t->d);
-    t->edge_rows = max_i32(t->d.enc, max_i32(t->d.h1, t->d.h2));
     cpb_status_t st = CPB_E_MEMORY;
     if (!(t->scratch = calloc((size_t)threads, sizeof *t->scratch)))
         goto fail_scratch;
@@ -456,10 +451,9 @@ typedef struct bwd_call {
     int32_t chunk;    /* the chunk of the current phases */
     int32_t b0, rows; /* its first sample and its samples */
     int32_t tiles;    /* its row tiles */
-    int32_t q2, q1;   /* column groups of the dh2 and dh1 phases */
+    int32_t q2, q1;   /* column groups of the dh2 and dh1 phases (q2 also
+                         the grads phase's row groups) */
     uint32_t call;    /* t->calls of this call */
-    int edges[3];     /* per grads layer (grad_layer): whether its groups'
-                         shared lines go through the edge entries */
 } bwd_call_t;
 
 /* Column groups of a hidden-gradient phase: one per thread, at most one per
@@ -594,25 +588,23 @@ static void bwd_dh1_task(void *ctx, int32_t task, int32_t thread)
     }
 }
 
-/* Rows [k0, k0 + rows) x columns [c0, c0 + cols) of one weight gradient
- * [K, N] and, for the first row block of a layer, the same columns of its
- * bias. A column group's columns are whole panels, so two threads' regions
- * of one row meet at a panel's edge. */
+/* Rows [k0, k0 + rows) of one weight gradient [K, N], every column, and,
+ * for the layer's first row block, its bias. Two threads' regions meet only
+ * where one group's rows end and the next group's begin. */
 typedef struct region {
-    int32_t N, k0, rows, c0, cols, bias;
+    int32_t N, k0, rows, bias;
 } region_t;
 
-/* db = sb, or db = db + sb, over a region's bias columns (its first row
- * block only). */
+/* db = sb, or db = db + sb (its first row block only). */
 static void region_bias(const region_t *r, float *db, const float *sb, int add)
 {
     if (!r->bias)
         return;
     if (add)
-        for (int32_t j = r->c0; j < r->c0 + r->cols; j++)
+        for (int32_t j = 0; j < r->N; j++)
             db[j] = db[j] + sb[j];
     else
-        memcpy(db + r->c0, sb + r->c0, (size_t)r->cols * sizeof *db);
+        memcpy(db, sb, (size_t)r->N * sizeof *db);
 }
 
 /* dst = src, or dst = dst + src (one addition, left operand first), over a
@@ -620,33 +612,31 @@ static void region_bias(const region_t *r, float *db, const float *sb, int add)
 static void region_combine(const region_t *r, float *dw, float *db, const float *sw,
                            const float *sb, int add)
 {
-    for (int32_t k = r->k0; k < r->k0 + r->rows; k++) {
-        const size_t at = (size_t)k * r->N + r->c0;
-        float *restrict o = dw + at;
-        const float *restrict v = sw + at;
-        if (add)
-            for (int32_t j = 0; j < r->cols; j++)
-                o[j] = o[j] + v[j];
-        else
-            memcpy(o, v, (size_t)r->cols * sizeof *o);
-    }
+    const size_t at = (size_t)r->k0 * r->N, n = (size_t)r->rows * r->N;
+    float *restrict o = dw + at;
+    const float *restrict v = sw + at;
+    if (add)
+        for (size_t j = 0; j < n; j++)
+            o[j] = o[j] + v[j];
+    else
+        memcpy(o, v, n * sizeof *o);
     region_bias(r, db, sb, add);
 }
 
 /* Rows of a weight gradient per grads task: whole A tiles, about 32. */
 static int32_t grad_block_rows(const cpb_trunk_t *t) { return t->mr * blocks(32, t->mr); }
 
-/* Column groups of the grads phase: those of the hidden gradients, so that
- * group q's dW columns are those whose dW operand (g1, g2, g3) group q of
- * the dh phases packed, on the same thread. */
-static int32_t grad_groups(const bwd_call_t *c) { return c->q1 > c->q2 ? c->q1 : c->q2; }
+/* Row groups of the grads phase: those of the dh2 phase's share of the A
+ * tiles (bwd_dh2_task), so that group q's rows of each dW are the A tiles
+ * that group q packed, on the same thread. */
+static int32_t grad_groups(const bwd_call_t *c) { return c->q2; }
 
 /* One weight gradient as the grads phase sees it. */
 typedef struct grad_layer {
     const float *a, *g; /* the chunk's packed operands */
     float *gw, *gb;     /* the caller's gradients */
     size_t ow, ob;      /* their offsets in a partial set */
-    int32_t K, N, groups;
+    int32_t K, N;
 } grad_layer_t;
 
 /* Layer l of the grads phase: dW1, dW3, dW2 in that order (see below). */
@@ -655,196 +645,74 @@ static grad_layer_t grad_layer(const bwd_call_t *c, int32_t l)
     const cpb_trunk_t *t = c->t;
     const atk_dims_t d = t->d;
     if (l == 0)
-        return (grad_layer_t){t->a1, t->g1, c->g->dw1, c->g->db1, AUXTRUNK_W1_OFFSET(&d),
-                              AUXTRUNK_B1_OFFSET(&d), d.enc, d.h1, c->q1};
+        return (grad_layer_t){
+            t->a1, t->g1, c->g->dw1, c->g->db1, AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d),
+            d.enc, d.h1};
     if (l == 1)
-        return (grad_layer_t){t->a3, t->g3, c->g->dw3, c->g->db3, AUXTRUNK_W3_OFFSET(&d),
-                              AUXTRUNK_B3_OFFSET(&d), d.h2, d.aux, c->q2};
-    return (grad_layer_t){t->a2, t->g2, c->g->dw2, c->g->db2, AUXTRUNK_W2_OFFSET(&d),
-                          AUXTRUNK_B2_OFFSET(&d), d.h1, d.h2, c->q2};
+        return (grad_layer_t){
+            t->a3, t->g3, c->g->dw3, c->g->db3, AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
+            d.h2,  d.aux};
+    return (grad_layer_t){
+        t->a2, t->g2, c->g->dw2, c->g->db2, AUXTRUNK_W2_OFFSET(&d), AUXTRUNK_B2_OFFSET(&d),
+        d.h1,  d.h2};
 }
 
-/* ------------------------------------------------------------------------- */
-/* Edges                                                                     */
-/* Two column groups of a weight gradient meet at a panel's edge, which in
- * the caller's array (the caller allocates g) need not be a cache line's. If
- * both threads stored into that line, it would move between their cores at
- * every store (false sharing: about 25 us of a two-thread step at B = 64
- * with g 16 bytes past a line; docs/cpu-perf.md, step 12). So where the first
- * column c of group j lies inside a line of a row, group j - 1 puts its
- * floats of that line into the left side of boundary j's edge entry for the
- * row, group j its floats into the right side (each side a line of its own),
- * and after the phase the caller stores the whole line: v, or g_old + v with
- * accumulate, the same one operation as every other element gets. Used
- * where panels and every group of the layer are at least a line wide
- * (elsewhere the stores stay in place: false sharing costs time, never
- * bits). */
-
-/* Floats of `row` before column c in c's cache line. */
-static int32_t line_lead(const float *row, int32_t c)
+/* Rows [*lo, *hi) of group q of layer L: whole A tiles, as the dh2 phase
+ * cut them. */
+static void group_rows(const bwd_call_t *c, const grad_layer_t *L, int32_t q, int32_t *lo,
+                       int32_t *hi)
 {
-    return (int32_t)(((uintptr_t)(row + c) % (LINE_FLOATS * sizeof(float))) / sizeof(float));
+    const int32_t mr = c->t->mr;
+    int32_t t0, t1;
+    part_of(blocks(L->K, mr), q, grad_groups(c), &t0, &t1);
+    *lo = t0 * mr;
+    *hi = min_i32(L->K, t1 * mr);
 }
 
-/* Columns [*lo, *hi) of group q of layer L. */
-static void group_columns(const cpb_trunk_t *t, const grad_layer_t *L, int32_t q, int32_t *lo,
-                          int32_t *hi)
+/* Tasks of one row group in a chunk's grads phase: the most row blocks any
+ * group has of dW1, dW3 and dW2 together (a group with fewer has tasks
+ * that do nothing). */
+static int32_t group_tasks(const bwd_call_t *c)
 {
-    int32_t p0, p1;
-    part_of(blocks(L->N, t->nr), q, L->groups, &p0, &p1);
-    *lo = p0 * t->nr;
-    *hi = min_i32(L->N, p1 * t->nr);
-}
-
-static int layer_edges(const cpb_trunk_t *t, const grad_layer_t *L)
-{
-    if (L->groups < 2 || t->nr < LINE_FLOATS)
-        return 0;
-    for (int32_t q = 0; q < L->groups; q++) {
-        int32_t lo, hi;
-        group_columns(t, L, q, &lo, &hi);
-        if (hi - lo < LINE_FLOATS)
-            return 0;
-    }
-    return 1;
-}
-
-/* Side `side` (0: the floats before the boundary, 1: from it on) of the edge
- * entry of boundary j (1 .. groups - 1) of grads layer l, row k. */
-static float *edge_entry(const cpb_trunk_t *t, int32_t l, int32_t j, int32_t side, int32_t k)
-{
-    const size_t bounds = (size_t)cpb_pool_threads(t->pool) - 1;
-    return t->edge +
-           ((((size_t)l * bounds + (size_t)(j - 1)) * 2 + (size_t)side) * (size_t)t->edge_rows +
-            (size_t)k) *
-               LINE_FLOATS;
-}
-
-/* What store_row needs of group q of grads layer l, found once per task:
- * the group's columns and row 0 of its sides of the edge entries of its
- * two boundaries (NULL where the group has no such neighbour or the layer
- * no edges; row k's side is LINE_FLOATS floats on, edge_entry). */
-typedef struct group_edges {
-    int32_t glo, ghi;
-    float *lead, *tail;
-} group_edges_t;
-
-static group_edges_t group_edges(const bwd_call_t *c, int32_t l, const grad_layer_t *L, int32_t q)
-{
-    group_edges_t e = {0, 0, NULL, NULL};
-    if (!c->edges[l])
-        return e;
-    group_columns(c->t, L, q, &e.glo, &e.ghi);
-    if (q > 0)
-        e.lead = edge_entry(c->t, l, q, 1, 0);
-    if (q < L->groups - 1)
-        e.tail = edge_entry(c->t, l, q + 1, 0, 0);
-    return e;
-}
-
-/* Stores v[0, cols) as columns [c0, c0 + cols) of row k, inside the columns
- * of the group `ge` describes, of a grads layer's gradient L in the
- * caller's array: o = v, or o = o + v with add; the floats in a line shared
- * with a neighbouring group go unadded to their side of its edge entry
- * instead. */
-static void store_row(const grad_layer_t *L, const group_edges_t *ge, int32_t k, int32_t c0,
-                      const float *restrict v, int32_t cols, int add)
-{
-    float *restrict row = L->gw + (size_t)k * L->N;
-    int32_t d0 = c0, d1 = c0 + cols; /* stored in place */
-    float *lead = NULL, *tail = NULL; /* this group's sides of its two boundaries */
-    int32_t lead0 = 0, tail0 = 0;     /* the first columns of those lines */
-    int32_t e;
-    if (ge->lead && (e = line_lead(row, ge->glo)) != 0) {
-        lead0 = ge->glo - e;
-        lead = ge->lead + (size_t)k * LINE_FLOATS;
-        d0 = max_i32(d0, min_i32(d1, lead0 + LINE_FLOATS));
-    }
-    if (ge->tail && (e = line_lead(row, ge->ghi)) != 0) {
-        tail0 = ge->ghi - e;
-        tail = ge->tail + (size_t)k * LINE_FLOATS;
-        d1 = min_i32(d1, max_i32(d0, tail0));
-    }
-    for (int32_t i = c0; i < d0; i++)
-        lead[i - lead0] = v[i - c0];
-    if (add)
-        for (int32_t i = d0; i < d1; i++)
-            row[i] = row[i] + v[i - c0];
-    else
-        for (int32_t i = d0; i < d1; i++)
-            row[i] = v[i - c0];
-    for (int32_t i = d1; i < c0 + cols; i++)
-        tail[i - tail0] = v[i - c0];
-}
-
-/* After the last chunk's grads phase, on the caller: every line of the
- * caller's gradients in which two groups meet, from its edge entry. */
-static void store_edges(const bwd_call_t *c)
-{
-    const cpb_trunk_t *t = c->t;
+    const int32_t kb = grad_block_rows(c->t), mr = c->t->mr, groups = grad_groups(c);
+    int32_t n = 0;
     for (int32_t l = 0; l < 3; l++) {
-        if (!c->edges[l])
-            continue;
         const grad_layer_t L = grad_layer(c, l);
-        for (int32_t j = 1; j < L.groups; j++) {
-            int32_t cj, end;
-            group_columns(t, &L, j, &cj, &end);
-            for (int32_t k = 0; k < L.K; k++) {
-                float *row = L.gw + (size_t)k * L.N;
-                const int32_t e = line_lead(row, cj);
-                if (e == 0)
-                    continue;
-                const float *left = edge_entry(t, l, j, 0, k), *right = edge_entry(t, l, j, 1, k);
-                float *restrict o = row + cj - e;
-                for (int32_t i = 0; i < LINE_FLOATS; i++) {
-                    const float v = i < e ? left[i] : right[i];
-                    o[i] = c->accumulate ? o[i] + v : v;
-                }
-            }
-        }
+        n += blocks(blocks(blocks(L.K, mr), groups) * mr, kb);
     }
+    return n;
 }
 
-/* Tasks of one column group in a chunk's grads phase: the row blocks of
- * dW1, dW3, dW2. */
-static int32_t group_tasks(const cpb_trunk_t *t)
-{
-    const int32_t kb = grad_block_rows(t);
-    return blocks(t->d.enc, kb) + blocks(t->d.h2, kb) + blocks(t->d.h1, kb);
-}
-
-/* Task (group q, row block) of a chunk's grads phase, task = q *
- * group_tasks + j: one row block of dW1, dW3 or dW2 (in that order within
- * the group) over the group's columns. For the production widths each
- * group holds the same work, so with home ranges nothing needs stealing,
- * and the g operand a task reads was packed by its own thread. */
+/* Task (group q, j) of a chunk's grads phase, task = q * group_tasks + j:
+ * row block j of group q's rows of dW1, dW3, dW2 (in that order), every
+ * column. For the production widths each group holds the same work, so
+ * with home ranges nothing needs stealing, and the A tiles a task reads
+ * were packed by its own thread. */
 static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
 {
     const bwd_call_t *c = ctx;
     const cpb_trunk_t *t = c->t;
     const scratch_t *s = &t->scratch[thread];
     const int32_t nr = t->nr, mr = t->mr, kb = grad_block_rows(t);
-    const int32_t per = group_tasks(t), q = task / per;
-    int32_t j = task % per, l = 0;
-    const int32_t nb[3] = {blocks(t->d.enc, kb), blocks(t->d.h2, kb), blocks(t->d.h1, kb)};
-    while (j >= nb[l])
-        j -= nb[l++];
+    const int32_t per = group_tasks(c), q = task / per;
+    int32_t j = task % per, l = 0, lo = 0, hi = 0;
+    for (;; l++) {
+        if (l == 3)
+            return;
+        const grad_layer_t L = grad_layer(c, l);
+        group_rows(c, &L, q, &lo, &hi);
+        const int32_t nb = blocks(hi - lo, kb);
+        if (j < nb)
+            break;
+        j -= nb;
+    }
     const grad_layer_t L = grad_layer(c, l);
-    if (q >= L.groups)
-        return;
-    int32_t lo, hi;
-    part_of(blocks(L.N, nr), q, L.groups, &lo, &hi);
-    if (lo >= hi)
-        return;
     region_t r;
     r.N = L.N;
-    r.k0 = j * kb;
-    r.rows = min_i32(kb, L.K - r.k0);
-    r.c0 = lo * nr;
-    r.cols = min_i32(L.N, hi * nr) - r.c0;
-    r.bias = j == 0;
+    r.k0 = lo + j * kb;
+    r.rows = min_i32(kb, hi - r.k0);
+    r.bias = r.k0 == 0;
     const size_t cr = (size_t)t->cr;
-    const group_edges_t ge = group_edges(c, l, &L, q);
 
     /* Where this chunk's partial goes: straight to the caller's gradients
      * when the batch is one chunk, else the stack slot of leaf `chunk`. */
@@ -861,19 +729,13 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
     /* Section 3, chunk partials: pw[k, n] = Σ_b a[b,k]·g[b,n] (fmaf chain),
      * pb[n] = Σ_b g[b,n] (additions), samples ascending from 0.0f. A panel
      * stays in L1 while the block's A tiles pass over it. */
-    for (int32_t p = lo; p < hi; p++) {
+    for (int32_t p = 0; p < blocks(L.N, nr); p++) {
         const float *panel = L.g + (size_t)p * cr * nr;
         const int32_t c0 = p * nr, cols = min_i32(nr, L.N - c0);
         for (int32_t k0 = r.k0; k0 < r.k0 + r.rows; k0 += mr) {
             const float *ak = L.a + (size_t)(k0 / mr) * cr * mr;
             const int32_t kr = min_i32(mr, L.K - k0);
             float *o = dw + (size_t)k0 * L.N + c0;
-            if (single && c->edges[l] && ((q > 0 && p == lo) || (q < L.groups - 1 && p == hi - 1))) {
-                t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
-                for (int32_t k = 0; k < kr; k++)
-                    store_row(&L, &ge, k0 + k, c0, s->tile + (size_t)k * nr, cols, add);
-                continue;
-            }
             if (!add && kr == mr && cols == nr) {
                 t->ops->tile(c->rows, ak, panel, (size_t)nr, NULL, o, (size_t)L.N);
                 continue;
@@ -905,18 +767,14 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
     const size_t n = t->set;
     depth++;
     for (uint32_t pushed = (uint32_t)c->chunk + 1; (pushed & 1u) == 0; pushed >>= 1, depth--)
-        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow,
-                       st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
-                       st + (size_t)(depth - 1) * n + L.ob, 1);
+        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow, st + (size_t)(depth - 2) * n + L.ob,
+                       st + (size_t)(depth - 1) * n + L.ow, st + (size_t)(depth - 1) * n + L.ob, 1);
     if (c->chunk != c->nc - 1)
         return;
     for (; depth > 1; depth--)
-        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow,
-                       st + (size_t)(depth - 2) * n + L.ob, st + (size_t)(depth - 1) * n + L.ow,
-                       st + (size_t)(depth - 1) * n + L.ob, 1);
-    for (int32_t k = r.k0; k < r.k0 + r.rows; k++)
-        store_row(&L, &ge, k, r.c0, st + L.ow + (size_t)k * L.N + r.c0, r.cols, c->accumulate);
-    region_bias(&r, L.gb, st + L.ob, c->accumulate);
+        region_combine(&r, st + (size_t)(depth - 2) * n + L.ow, st + (size_t)(depth - 2) * n + L.ob,
+                       st + (size_t)(depth - 1) * n + L.ow, st + (size_t)(depth - 1) * n + L.ob, 1);
+    region_combine(&r, L.gw, L.gb, st + L.ow, st + L.ob, c->accumulate);
 }
 
 void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const float *h1,
@@ -937,17 +795,12 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
                     .q2 = column_groups(t, t->d.h2),
                     .q1 = column_groups(t, t->d.h1),
                     .call = t->calls};
-    for (int32_t l = 0; l < 3; l++) {
-        const grad_layer_t L = grad_layer(&c, l);
-        c.edges[l] = layer_edges(t, &L);
-    }
     for (c.chunk = 0; c.chunk < c.nc; c.chunk++) {
         c.b0 = c.chunk * C;
         c.rows = min_i32(C, batch - c.b0);
         c.tiles = blocks(c.rows, t->mr);
         cpb_pool_run(t->pool, c.q2 * c.tiles, bwd_dh2_task, &c);
         cpb_pool_run(t->pool, c.q1 * c.tiles, bwd_dh1_task, &c);
-        cpb_pool_run(t->pool, grad_groups(&c) * group_tasks(t), bwd_grads_task, &c);
+        cpb_pool_run(t->pool, grad_groups(&c) * group_tasks(&c), bwd_grads_task, &c);
     }
-    store_edges(&c);
 }

@@ -284,8 +284,8 @@ START_TEST(test_kernels_bit_exact)
 END_TEST
 
 /* Gradient arrays at every float offset from a cache line (the caller
- * allocates them; where two threads' column groups meet inside a line, the
- * line is stored through cpu_blocked.c's edge entries): overwrite and
+ * allocates them; where two threads' row groups meet, the line they share
+ * is stored by both, each its own floats): overwrite and
  * accumulate give the reference's bits at 2, 3 and 7 threads, for one chunk
  * (stored from the tiles) and several (stored from the tree), production
  * widths and widths whose rows are not whole lines. Everything outside the
