@@ -969,19 +969,26 @@ int auto_tile(int m, int n, int sms)
     return 2 * tall <= sms ? V3_WGMMA_TILE_NARROW : V3_WGMMA_TILE_TALL;
 }
 
+/* The tensor map of an A operand a [m, k] (k contiguous): [rows, 32 k]
+ * boxes in the 128-byte swizzle, zero fill past m and k. */
+bool encode_a_map(CUtensorMap *map, const float *a, int k, int m, int rows)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
+    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(float)};
+    const cuuint32_t box[2] = {BK, (cuuint32_t)rows}, estr[2] = {1, 1};
+    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
+                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /* The A operand's tensor map ([m, k], k contiguous, [TM rows, 32 k] boxes)
  * and the persistent grid for L, then one launch of kernel. */
 template <int STAGING, int EPI, int TM, int TN>
 cudaError_t launch_shape(int dev, const float *a, Layer L, cudaStream_t stream)
 {
     CUtensorMap map;
-    const cuuint64_t dims[2] = {(cuuint64_t)L.k, (cuuint64_t)L.m};
-    const cuuint64_t strides[1] = {(cuuint64_t)L.k * sizeof(float)};
-    const cuuint32_t box[2] = {BK, TM}, estr[2] = {1, 1};
-    if (g_encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
-                 box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    if (!encode_a_map(&map, a, L.k, L.m, TM))
         return cudaErrorInvalidValue;
     L.tiles_n = (L.n + TN - 1) / TN;
     L.tiles_m = (L.m + TM - 1) / TM;
@@ -1064,19 +1071,13 @@ bool wgrad_dims_ok(atk_dims_t d)
  * at most 256 columns, one tile of at most eight 32-float slabs). */
 bool chain_width_ok(int w) { return w > 0 && w % 4 == 0 && w <= CH_NMAX && w <= KMAX; }
 
-/* The first A's tensor map ([m, k0], k contiguous, [64 rows, 32 k] boxes),
- * the chain's slab plan, then one ordinary launch: a tile per block. */
+/* The first A's tensor map ([m, k0], [64 rows, 32 k] boxes), the chain's
+ * slab plan, then one ordinary launch: a tile per block. */
 template <int EPI>
 cudaError_t launch_chain(const float *a, int k0, Chain C, cudaStream_t stream)
 {
     CUtensorMap map;
-    const cuuint64_t dims[2] = {(cuuint64_t)k0, (cuuint64_t)C.m};
-    const cuuint64_t strides[1] = {(cuuint64_t)k0 * sizeof(float)};
-    const cuuint32_t box[2] = {BK, CH_M}, estr[2] = {1, 1};
-    if (g_encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
-                 box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    if (!encode_a_map(&map, a, k0, C.m, CH_M))
         return cudaErrorInvalidValue;
     C.first[0] = 0;
     for (int l = 0; l < C.layers; l++) {
