@@ -353,22 +353,13 @@ static uint32_t bits_of(float f)
     return u;
 }
 
-static double max_abs(const double *v, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(v[i]) > m)
-            m = fabs(v[i]);
-    return m;
-}
-
 /* The scale is max |ref| of the tensor, but at least floor: a tensor of one
  * or a few sums (a bias of width 1) can cancel to far below the size of its
  * terms, and rounding is relative to the terms. */
 static int expect_close_floor(cf_ctx_t *ctx, const char *what, const float *got, const double *ref,
                               size_t n, double tol, double *worst, double floor)
 {
-    double scale = max_abs(ref, n);
+    double scale = ref64_max_abs(ref, n);
     if (scale < floor)
         scale = floor;
     if (scale == 0.0)
@@ -427,7 +418,7 @@ int cf_expect_close_all(cf_ctx_t *ctx, const char *what, const cf_inputs_t *in,
     /* Gradient tensors share a floor of a tenth of the largest one's scale. */
     double floor = 0.0;
     for (int i = 0; grads && i < CF_NPARAM; i++)
-        floor = fmax(floor, 0.1 * max_abs(r->g[i], cf_param_len(in->d, i)));
+        floor = fmax(floor, 0.1 * ref64_max_abs(r->g[i], cf_param_len(in->d, i)));
     for (int i = 0; grads && i < CF_NPARAM; i++) {
         snprintf(name, sizeof name, "%s: %s", what, cf_grad_names[i]);
         if (expect_close_floor(ctx, name, o->g[i], r->g[i], cf_param_len(in->d, i), tol, worst,

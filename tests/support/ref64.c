@@ -122,12 +122,20 @@ double ref64_loss(ref64_dims_t d, const ref64_params_t *p, const float *x, const
     return l;
 }
 
-double ref64_max_rel_err(const float *got, const double *ref, size_t n)
+double ref64_max_abs(const double *v, size_t n)
 {
-    double scale = 0.0, worst = 0.0;
+    double m = 0.0;
     for (size_t i = 0; i < n; i++)
-        if (fabs(ref[i]) > scale)
-            scale = fabs(ref[i]);
+        if (fabs(v[i]) > m)
+            m = fabs(v[i]);
+    return m;
+}
+
+double ref64_max_rel_err_floor(const float *got, const double *ref, size_t n, double floor)
+{
+    double scale = ref64_max_abs(ref, n), worst = 0.0;
+    if (scale < floor)
+        scale = floor;
     if (scale == 0.0)
         scale = 1.0;
     for (size_t i = 0; i < n; i++) {
@@ -138,4 +146,9 @@ double ref64_max_rel_err(const float *got, const double *ref, size_t n)
             worst = e;
     }
     return worst;
+}
+
+double ref64_max_rel_err(const float *got, const double *ref, size_t n)
+{
+    return ref64_max_rel_err_floor(got, ref, n, 0.0);
 }

@@ -37,4 +37,14 @@ double ref64_loss(ref64_dims_t d, const ref64_params_t *p, const float *x, const
  * scale. NaN or Inf anywhere in got gives +inf. */
 double ref64_max_rel_err(const float *got, const double *ref, size_t n);
 
+/* The same with the scale at least floor: a tensor of one or a few sums (a
+ * bias of width 1) can cancel to far below the size of its terms, while
+ * rounding is relative to the terms. The conformance runner's rule for
+ * gradients (docs/conformance.md): floor = a tenth of the largest gradient
+ * tensor's max |ref|. ref64_max_rel_err is floor 0. */
+double ref64_max_rel_err_floor(const float *got, const double *ref, size_t n, double floor);
+
+/* max_i |v_i| (0 for n = 0). */
+double ref64_max_abs(const double *v, size_t n);
+
 #endif

@@ -784,6 +784,27 @@ START_TEST(test_backward_numerics)
 }
 END_TEST
 
+/* The error measure of the numeric checks (ref64_max_rel_err and its floor
+ * form, the conformance runner's rule for gradients): a one-element tensor
+ * whose sum cancels is judged against the floor, not its own tiny value;
+ * the floor never lowers the scale; all-zero references fall back to 1;
+ * a non-finite result is infinitely wrong. */
+START_TEST(test_error_measure)
+{
+    const double tiny[1] = {1e-9}, vec[3] = {-4.0, 1.0, 2.0}, zero[2] = {0.0, 0.0};
+    const float off[1] = {1e-7f}, near[3] = {-4.0f, 1.0f, 2.5f}, z[2] = {0.0f, 0.25f};
+    ck_assert_double_eq(ref64_max_abs(vec, 3), 4.0);
+    ck_assert_double_gt(ref64_max_rel_err(off, tiny, 1), 90.0);
+    ck_assert_double_lt(ref64_max_rel_err_floor(off, tiny, 1, 1.0), 1e-6);
+    ck_assert_double_eq(ref64_max_rel_err_floor(near, vec, 3, 0.5),
+                        ref64_max_rel_err(near, vec, 3));
+    ck_assert_double_eq_tol(ref64_max_rel_err(near, vec, 3), 0.125, 1e-12);
+    ck_assert_double_eq_tol(ref64_max_rel_err(z, zero, 2), 0.25, 1e-12);
+    const float bad[3] = {-4.0f, NAN, 2.0f};
+    ck_assert(isinf(ref64_max_rel_err_floor(bad, vec, 3, 1.0)));
+}
+END_TEST
+
 /* Every shape of the batch tree from 1 to 40 chunks (full and ragged last
  * chunks), on the tiny topology, bit for bit against canon32. */
 START_TEST(test_backward_tree_shapes)
@@ -1497,6 +1518,7 @@ static Suite *cpu_plugin_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_forward_numerics, 0, N_FWD_CASES);
     tcase_add_loop_test(tc, test_backward_numerics, 0, N_BWD_CASES);
+    tcase_add_test(tc, test_error_measure);
     tcase_add_test(tc, test_backward_tree_shapes);
     tcase_add_loop_test(tc, test_backward_finite_differences, 0,
                         (int)(sizeof FD_CASES / sizeof *FD_CASES));
