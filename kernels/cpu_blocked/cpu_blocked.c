@@ -454,6 +454,7 @@ typedef struct bwd_call {
     int32_t q2, q1;   /* column groups of the dh2 and dh1 phases (q2 also
                          the grads phase's row groups) */
     uint32_t call;    /* t->calls of this call */
+    int32_t per;      /* tasks per row group of the grads phase (group_tasks) */
 } bwd_call_t;
 
 /* Column groups of a hidden-gradient phase: one per thread, at most one per
@@ -683,7 +684,7 @@ static int32_t group_tasks(const bwd_call_t *c)
     return n;
 }
 
-/* Task (group q, j) of a chunk's grads phase, task = q * group_tasks + j:
+/* Task (group q, j) of a chunk's grads phase, task = q * c->per + j:
  * row block j of group q's rows of dW1, dW3, dW2 (in that order), every
  * column. For the production widths each group holds the same work, so
  * with home ranges nothing needs stealing, and the A tiles a task reads
@@ -694,8 +695,8 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
     const cpb_trunk_t *t = c->t;
     const scratch_t *s = &t->scratch[thread];
     const int32_t nr = t->nr, mr = t->mr, kb = grad_block_rows(t);
-    const int32_t per = group_tasks(c), q = task / per;
-    int32_t j = task % per, l = 0, lo = 0, hi = 0;
+    const int32_t q = task / c->per;
+    int32_t j = task % c->per, l = 0, lo = 0, hi = 0;
     for (;; l++) {
         if (l == 3)
             return;
@@ -795,12 +796,13 @@ void cpb_backward(cpb_trunk_t *t, const atk_params_t *p, const float *x, const f
                     .q2 = column_groups(t, t->d.h2),
                     .q1 = column_groups(t, t->d.h1),
                     .call = t->calls};
+    c.per = group_tasks(&c); /* needs q2 */
     for (c.chunk = 0; c.chunk < c.nc; c.chunk++) {
         c.b0 = c.chunk * C;
         c.rows = min_i32(C, batch - c.b0);
         c.tiles = blocks(c.rows, t->mr);
         cpb_pool_run(t->pool, c.q2 * c.tiles, bwd_dh2_task, &c);
         cpb_pool_run(t->pool, c.q1 * c.tiles, bwd_dh1_task, &c);
-        cpb_pool_run(t->pool, grad_groups(&c) * group_tasks(&c), bwd_grads_task, &c);
+        cpb_pool_run(t->pool, grad_groups(&c) * c.per, bwd_grads_task, &c);
     }
 }

@@ -344,10 +344,11 @@ START_TEST(hidden_grad_matches_double_reference)
 }
 END_TEST
 
-typedef struct wgrad_case {
+/* A topology and a batch: the weight-gradient and chain cases. */
+typedef struct trunk_case {
     atk_dims_t d;
     int batch;
-} wgrad_case_t;
+} trunk_case_t;
 
 /* Norm-relative error of got against want (doubles), printed as name. */
 static double rel_error(const float *got, const double *want, size_t n, const char *name,
@@ -368,7 +369,7 @@ static double rel_error(const float *got, const double *want, size_t n, const ch
  * onto random gradients) against the double reference; returns the worst
  * error. The activations and the hidden gradients are random in ±scale: the
  * kernel does not relate them. */
-static double run_weight_grads(const wgrad_case_t &c, float scale, tst_rng_t *r)
+static double run_weight_grads(const trunk_case_t &c, float scale, tst_rng_t *r)
 {
     const atk_dims_t d = c.d;
     const int B = c.batch;
@@ -461,7 +462,7 @@ START_TEST(weight_grads_match_double_reference)
     tst_rng_seed(&r, g_seed ^ 0x73);
     /* {enc, h1, h2, aux}, batch: the production topology at 1, 37, one
      * chunk and many; widths past a 128-wide tile (132, 260, 136, 20, 12, 4) */
-    static const wgrad_case_t cases[] = {
+    static const trunk_case_t cases[] = {
         {{256, 256, 256, 128}, 1},     {{256, 256, 256, 128}, 37},    {{36, 132, 20, 12}, 300},
         {{132, 260, 136, 4}, 4133},    {{256, 256, 256, 128}, 4096},  {{256, 256, 256, 128}, 1024},
         {{4, 8, 12, 16}, 129},         {{256, 256, 256, 128}, 256},   {{256, 256, 256, 128}, 6700},
@@ -476,11 +477,6 @@ START_TEST(weight_grads_match_double_reference)
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
 }
 END_TEST
-
-typedef struct chain_case {
-    atk_dims_t d;
-    int batch;
-} chain_case_t;
 
 /* The outputs of a chain launch: nb buffers (sizes n[i]), poisoned with NaN
  * and followed by guard floats; call runs the chain into them. Runs it
@@ -537,7 +533,7 @@ static size_t bits_differ(const std::vector<float> &got, const std::vector<float
  * for bit (the layer launches are checked against the double reference
  * above); the records the backward reads are the forward's. Inputs in
  * ±scale. */
-static void run_chain(const chain_case_t &c, float scale, tst_rng_t *r)
+static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
 {
     const atk_dims_t d = c.d;
     const int B = c.batch;
@@ -628,7 +624,7 @@ START_TEST(chain_matches_layer_launches)
      * 64-row tile and past it, fast mode's batches (1,024 to 20,011: one to
      * three tiles per SM); widths with tails past a 32-float slab and past
      * 128 columns (132, 200), narrow ones (4, 12, 20) */
-    static const chain_case_t cases[] = {
+    static const trunk_case_t cases[] = {
         {{256, 256, 256, 128}, 1},     {{256, 256, 256, 128}, 65},   {{36, 132, 20, 12}, 300},
         {{100, 200, 60, 256}, 129},    {{4, 8, 12, 4}, 64},          {{256, 256, 256, 128}, 1024},
         {{132, 256, 132, 128}, 1000},  {{256, 256, 256, 128}, 4113}, {{256, 256, 256, 128}, 16384},
