@@ -1016,12 +1016,13 @@ bool tile_ok(int tile) { return tile >= V3_WGMMA_TILE_AUTO && tile <= V3_WGMMA_T
 /* The weight gradients' chunk plan. As cuda-v2's fast mode plans its own:
  * at most min(WG_MAX_BLOCKS / tiles, ceil(batch / 256)) chunks, each a whole
  * number of 32-row slabs; but where that plan's grid (tiles x chunks) would
- * hold at most a sixth of WG_MAX_BLOCKS blocks (B <= 1,024 for the
+ * hold at most a third of WG_MAX_BLOCKS blocks (B <= 2,048 for the
  * production topology), chunks of about 32 rows instead, up to the same cap
- * (16 chunks of 64 rows at B = 1,024): the grid there is too small to hide
- * a block's chain of slabs (docs/perf-notes-v3-fast.md, "Short chunks at
- * small batches"). nc chunks of len rows cover the batch and none is
- * empty. */
+ * (16 chunks of 64 rows at B = 1,024, 22 of 96 at 2,048): the grid there is
+ * too small to hide a block's chain of slabs (docs/perf-notes-v3-fast.md,
+ * "Short chunks at small batches" and "Two narrow blocks per SM"; at 4,096
+ * the short plan measured 2 µs slower). nc chunks of len rows cover the
+ * batch and none is empty. */
 int wgrad_tiles(atk_dims_t d)
 {
     auto tiles = [](int m, int n) { return ((m + BM - 1) / BM) * ((n + BN - 1) / BN); };
@@ -1034,7 +1035,7 @@ int wgrad_cap(atk_dims_t d)
 }
 
 /* The largest batch planned with short chunks (0: none). */
-int wgrad_short_max_batch(atk_dims_t d) { return WG_MAX_BLOCKS / 6 / wgrad_tiles(d) * 256; }
+int wgrad_short_max_batch(atk_dims_t d) { return WG_MAX_BLOCKS / 3 / wgrad_tiles(d) * 256; }
 
 /* The chunks the plan aims at for this batch (nc <= it). */
 int wgrad_chunk_want(atk_dims_t d, int batch)
