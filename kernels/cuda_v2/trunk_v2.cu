@@ -1475,7 +1475,17 @@ extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const fl
     }
     if (e != cudaSuccess || direct)
         return e;
+    return v2_tree_sum(d, partials, nodes, gr, accumulate, stream);
+}
 
+extern "C" cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, const atk_grads_t *gr,
+                                   int accumulate, cudaStream_t stream)
+{
+    if (!partials || !gr || nodes < 1)
+        return cudaErrorInvalidValue;
+    cudaError_t e;
+    const v2_grad_layout_t L = v2_grad_layout(d);
+    const size_t P = L.off[6];
     TreeArgs T = {};
     T.ws = partials;
     T.stride = P;

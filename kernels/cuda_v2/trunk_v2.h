@@ -95,6 +95,17 @@ size_t v2_workspace_floats(atk_dims_t d, int max_batch);
 cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p, float *w2t, float *w3t,
                                         cudaStream_t stream);
 
+/* The canonical pairwise tree (abi/auxtrunk_canon.h, section 3) over nodes
+ * tree nodes in the workspace, node i at partials + i * P (flat layout
+ * v2_grad_layout), into the six gradients (overwrite, or g = g + result if
+ * accumulate). Each node must be an aligned subtree of the chunk tree of
+ * the same size (a chunk, or a chunk pair summed left + right), so that the
+ * tree over the nodes is the upper levels of the chunk tree. One or two
+ * launches, each a programmatic dependent of the stream's previous launch,
+ * which wrote the nodes. nodes >= 1 (one node is copied, or added). */
+cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, const atk_grads_t *g,
+                        int accumulate, cudaStream_t stream);
+
 /* Loads every kernel of this file and of trunk_v2_rows.cu on the current
  * device (even under lazy module loading), so that no later launch loads
  * code, e.g. inside a host's graph capture, raises their shared-memory limits,

@@ -43,6 +43,7 @@
 
 #include "auxtrunk_canon.h"
 #include "trunk_v2.h"
+#include "trunk_v3_sgemm.h"
 #include "trunk_v3_sync.cuh"
 #include "trunk_v3_trace.h"
 
@@ -1076,8 +1077,9 @@ extern "C" cudaError_t v3_prepare(void)
     const size_t exclusive = (size_t)(per_sm / 2 - reserved + 16);
     if (exclusive > g_exclusive)
         g_exclusive = exclusive;
-    if ((e = v2_prepare()) != cudaSuccess || (e = prepare_tm<1>(0)) != cudaSuccess ||
-        (e = prepare_tm<2>(1)) != cudaSuccess || (e = prepare_tm<4>(2)) != cudaSuccess)
+    if ((e = v2_prepare()) != cudaSuccess || (e = v3_sgemm_prepare()) != cudaSuccess ||
+        (e = prepare_tm<1>(0)) != cudaSuccess || (e = prepare_tm<2>(1)) != cudaSuccess ||
+        (e = prepare_tm<4>(2)) != cudaSuccess)
         return e;
     /* A device that refuses cooperative cluster launches runs cuda-v2's
      * backward instead (the flags need every block resident). */
@@ -1159,8 +1161,11 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
 extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                                   float *h1, float *h2, float *out, cudaStream_t stream)
 {
-    return batch <= V3_FUSED_MAX_BATCH ? v3_fused_forward(d, p, x, batch, h1, h2, out, stream)
-                                       : v2_forward(d, p, x, batch, h1, h2, out, stream);
+    if (batch <= V3_FUSED_MAX_BATCH)
+        return v3_fused_forward(d, p, x, batch, h1, h2, out, stream);
+    if (batch >= V3_SGEMM_MIN_BATCH && v3_sgemm_forward_ok(d, p, x, h1, h2, out))
+        return v3_sgemm_forward(d, p, x, batch, h1, h2, out, stream);
+    return v2_forward(d, p, x, batch, h1, h2, out, stream);
 }
 
 extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -1168,7 +1173,10 @@ extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const fl
                                    const atk_grads_t *g, int accumulate, float *workspace,
                                    cudaStream_t stream)
 {
-    return batch <= V3_FUSED_MAX_BATCH
-               ? v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream)
-               : v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    if (batch <= V3_FUSED_MAX_BATCH)
+        return v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    if (batch >= V3_SGEMM_MIN_BATCH &&
+        v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, workspace, batch))
+        return v3_sgemm_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
 }

@@ -1,6 +1,7 @@
 /*
  * trunk_v3.h — CUDA kernel version 3 of the auxtrunk trunk: the small-batch
- * hot path (B <= V3_MAX_BATCH) as one persistent launch per call, and
+ * hot path (B <= V3_MAX_BATCH) as one persistent launch per call, the
+ * large-batch core of trunk_v3_sgemm.h from V3_SGEMM_MIN_BATCH, and
  * cuda-v2's kernels (kernels/cuda_v2, linked, not copied) everywhere else.
  * Exact: every output element is computed in the canonical order of
  * abi/auxtrunk_canon.h, bit-identical to the CPU reference; no atomics, no
@@ -82,7 +83,9 @@ cudaError_t v3_prepare(void);
 int v3_supported(atk_dims_t d);
 
 /* Forward: h1 [B,H1], h2 [B,H2] (recorded or scratch) and out [B,AUX]: the
- * fused path up to V3_FUSED_MAX_BATCH, cuda-v2's kernels above. */
+ * fused path up to V3_FUSED_MAX_BATCH, the large-batch core from
+ * V3_SGEMM_MIN_BATCH (inside its domain), cuda-v2's kernels between and
+ * elsewhere. */
 cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,
                        float *h2, float *out, cudaStream_t stream);
 

@@ -680,6 +680,27 @@ START_TEST(exact_small_batches)
 END_TEST
 #endif
 
+#ifdef CUDA_LARGE_EXACT_MIN_BATCH
+/* A plugin with a large-batch exact path of its own (cuda-v3 from
+ * CUDA_LARGE_EXACT_MIN_BATCH): its first batch and odd ones past it (a
+ * last chunk of 3 samples, an odd chunk count whose last pair is one
+ * chunk; 33 and more nodes, so the tree takes its two launches), partial
+ * tiles in every dimension (widths below and between multiples of 128). */
+START_TEST(exact_large_batches)
+{
+    REQUIRE_GPU();
+    enum { L = CUDA_LARGE_EXACT_MIN_BATCH };
+    static const sweep_t sweeps[] = {
+        {PRODUCTION, L + 3, {L, L + 3, 0}, 0, 1},
+        {{20, 36, 12, 8}, L + 116, {L + 1, L + 116, 0}, 1 << 30, 1},
+        {{256, 64, 32, 200}, L + 16, {L + 16, 0}, 0, 1},
+        {{132, 260, 124, 4}, L + 255, {L + 255, 0}, 0, 0},
+    };
+    run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x5c);
+}
+END_TEST
+#endif
+
 /* ------------------------------------------------------------------------- */
 /* Accumulate, record, graphs                                                */
 
@@ -688,10 +709,15 @@ START_TEST(accumulate_adds_once)
     REQUIRE_GPU();
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x53);
-    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION};
+    /* and, where the plugin has one, through its large-batch path */
+    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION, {20, 36, 12, 8}};
+#ifdef CUDA_LARGE_EXACT_MIN_BATCH
+    const int batches[] = {513, 257, CUDA_LARGE_EXACT_MIN_BATCH + 3};
+#else
     const int batches[] = {513, 257};
+#endif
     const auxtrunk_api_t *api = plugin(&g_cuda);
-    for (int t = 0; t < 2; t++) {
+    for (size_t t = 0; t < sizeof batches / sizeof batches[0]; t++) {
         auxtrunk_handle_t *h = open_handle(api, dims[t], batches[t], -1);
         problem_t pb = problem_new(dims[t], batches[t], &r);
         outputs_t o = outputs_new(&pb);
@@ -1477,6 +1503,9 @@ static Suite *make_suite(const char *mode)
         tcase_add_test(tc, exact_production);
 #if CUDA_SMALL_BATCHES
         tcase_add_test(tc, exact_small_batches);
+#endif
+#ifdef CUDA_LARGE_EXACT_MIN_BATCH
+        tcase_add_test(tc, exact_large_batches);
 #endif
         tcase_add_test(tc, accumulate_adds_once);
         tcase_add_test(tc, infer_keeps_the_record);

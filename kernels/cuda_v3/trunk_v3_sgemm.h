@@ -1,0 +1,72 @@
+/*
+ * trunk_v3_sgemm.h — cuda-v3's exact path for large batches: a SIMT GEMM
+ * core whose fragments are double-buffered in registers, for every GEMM of
+ * the step (three layers, two hidden gradients, the weight gradients).
+ *
+ * Exact: each thread walks the reduction index in ascending order, one fmaf
+ * per step and accumulator, so every output and every chunk partial is the
+ * canonical chain of abi/auxtrunk_canon.h; the chunk partials are summed in
+ * pairs (the tree's first level, left + right) by the launch that makes
+ * them, and the rest of the tree is cuda-v2's (v2_tree_sum). No atomics, no
+ * host synchronisation, every launch on the caller's stream; x is never
+ * differentiated.
+ *
+ * Tile: 128 x 128 outputs per block of 256 threads, 8 x 8 per thread, two
+ * blocks per SM (at most 128 registers). A warp holds 4 x 8 threads; a
+ * thread's rows are two runs of 4, 16 apart, its columns two runs of 4, 32
+ * apart, so that each 16-byte fragment load of a warp touches 4 (rows) or 8
+ * (columns) distinct 16-byte words of shared memory: one wavefront on the
+ * H200 (docs/floors-h200.md). With both operands stored reduction-major in
+ * shared memory, a step is 4 such loads and 64 FMAs, and the next step's
+ * fragments load while this one's FMAs issue. A row-major operand (the
+ * activations, as the ABI and the records hold them) is transposed on its
+ * way into shared memory (16-byte loads into registers, 4-byte stores one
+ * slab ahead); a reduction-major one travels by cp.async.
+ *
+ * Launch sequence (fixed for a given batch):
+ *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
+ *   backward: W2ᵀ/W3ᵀ copy (v2_transpose_hidden_weights), dh2_pre, dh1_pre,
+ *             the dW/db chunk-pair partials, the tree (v2_tree_sum)
+ * Every launch after the first of a call is a programmatic dependent of
+ * the one before (trunk_v2_pdl.cuh).
+ * Domain: every width a multiple of 4 and every pointer 16-byte aligned
+ * (v3_sgemm_forward_ok, v3_sgemm_backward_ok); the workspace is cuda-v2's
+ * (v2_workspace_carve; the partials are at most v2_workspace_floats').
+ */
+#ifndef AUXTRUNK_TRUNK_V3_SGEMM_H
+#define AUXTRUNK_TRUNK_V3_SGEMM_H
+
+#include <cuda_runtime.h>
+
+#include "trunk_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Smallest batch v3_forward and v3_backward give to this path. */
+#define V3_SGEMM_MIN_BATCH 16384
+
+/* 1 if the call is in this path's domain (above). */
+int v3_sgemm_forward_ok(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                        const float *h2, const float *out);
+int v3_sgemm_backward_ok(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                         const float *h2, const float *dout, const atk_grads_t *g,
+                         const float *workspace, int batch);
+
+/* Loads the kernels and raises their shared-memory limits; once per device. */
+cudaError_t v3_sgemm_prepare(void);
+
+/* As v2_forward and v2_backward (trunk_v2.h), bit for bit; the calls must be
+ * in the domain above (cudaErrorInvalidValue otherwise). */
+cudaError_t v3_sgemm_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
+                             float *h1, float *h2, float *out, cudaStream_t stream);
+cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                              const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                              int accumulate, float *workspace, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AUXTRUNK_TRUNK_V3_SGEMM_H */
