@@ -1,6 +1,7 @@
 /*
  * trunk_v3.cu — the fused small-batch path of cuda-v3 (see trunk_v3.h) and
- * the dispatch between it and cuda-v2's kernels.
+ * the dispatch between it, the large-batch core (trunk_v3_sgemm.cu) and
+ * cuda-v2's kernels.
  *
  * Layout of a cluster (CL = 8 blocks of NT = 128 threads): the cluster owns
  * R = 16·TM batch rows; block `rank` owns columns [32·rank, 32·rank + 32) of

@@ -66,7 +66,8 @@ extern "C" {
 
 /* Largest batch v3_forward and v3_backward give to the fused path; above it
  * they run cuda-v2's kernels, which the bench measures faster there on the
- * H200 (docs/perf-notes-v3.md, "Where cuda-v3 stands"). */
+ * H200 (docs/perf-notes-v3.md, "Where cuda-v3 stands"), up to
+ * V3_SGEMM_MIN_BATCH (trunk_v3_sgemm.h). */
 #define V3_FUSED_MAX_BATCH 128
 
 /* Floats of workspace v3_backward needs for batches up to max_batch. */

@@ -1,7 +1,8 @@
 /*
  * plugin_cuda_v3.c — libauxtrunk.so "cuda-v3": kernels/cuda_v3 (the fused
- * small-batch path: one launch per call for B <= V3_FUSED_MAX_BATCH;
- * cuda-v2's kernels everywhere else; exact, deterministic,
+ * small-batch path: one launch per call for B <= V3_FUSED_MAX_BATCH; the
+ * large-batch core from V3_SGEMM_MIN_BATCH; cuda-v2's kernels between and
+ * elsewhere; exact, deterministic,
  * graph-capturable) behind the shared CUDA adapter
  * (plugin/cuda_common/cuda_plugin.c). This file is
  * the table: names, caps and the kernel functions of each mode. A handle
