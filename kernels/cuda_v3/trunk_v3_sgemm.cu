@@ -419,9 +419,9 @@ extern "C" int v3_sgemm_backward_ok(atk_dims_t d, const atk_params_t *p, const f
     const v2_workspace_t W = v2_workspace_carve(d, batch, (float *)workspace);
     const v2_grad_layout_t L = v2_grad_layout(d);
     bool ok = a16(x) && a16(h1) && a16(h2) && a16(dout) && a16(p->w2) && a16(p->w3) && a16(W.dh2) &&
-              a16(W.dh1) && a16(W.w2t) && a16(W.w3t) && a16(W.partials) && L.off[6] % 4 == 0 &&
-              a16(g->dw1) && a16(g->dw2) && a16(g->dw3);
-    for (int i = 0; i < 6; i++)
+              a16(W.dh1) && a16(W.w2t) && a16(W.w3t) && a16(W.partials) && a16(g->dw1) &&
+              a16(g->dw2) && a16(g->dw3);
+    for (int i = 0; i < 7; i++) /* every gradient's start, and P */
         ok = ok && L.off[i] % 4 == 0;
     return ok;
 }

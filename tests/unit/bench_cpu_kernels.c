@@ -128,6 +128,12 @@ typedef struct batch_io {
  * and the others on threads of their own, each with its own outputs, run
  * `block` steps at once, started together by a barrier; each lane notes when
  * its first (untimed) step ended and when its last one did. */
+typedef struct lane {
+    struct ceiling *c;
+    int k;
+    atk_grads_t g; /* lanes 1 and up: gradients of their own */
+} lane_t;
+
 typedef struct ceiling {
     int lanes, block, stop;
     cpb_trunk_t **t;
@@ -135,13 +141,8 @@ typedef struct ceiling {
     double *span;   /* per lane: [begin, end) of its timed steps, microseconds */
     pthread_barrier_t start, end;
     pthread_t *tid;
-    void *lanes_arg; /* the lane_t array the threads hold */
+    lane_t *lane; /* what each lane's thread holds */
 } ceiling_t;
-
-typedef struct lane {
-    ceiling_t *c;
-    int k;
-} lane_t;
 
 static void lane_block(ceiling_t *c, int k)
 {
@@ -241,48 +242,46 @@ static int time_interleaved(int n, cpb_trunk_t *const *t, const batch_io_t *io, 
 
 /* The lanes of a ceiling block for one batch: lane k runs trunk t[k] on
  * the shared read-only inputs of io and outputs of its own (lane 0 on
- * io's). NULL when out of memory or threads. */
+ * io's). A benchmark program: out of memory or threads, it says so and
+ * exits. */
 static ceiling_t *ceiling_new(int lanes, int block, cpb_trunk_t **t, const batch_io_t *io,
                               tst_rng_t *r)
 {
     ceiling_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    if (c) {
+        c->io = calloc((size_t)lanes, sizeof *c->io);
+        c->span = malloc((size_t)lanes * 2 * sizeof *c->span);
+        c->tid = calloc((size_t)lanes, sizeof *c->tid);
+        c->lane = calloc((size_t)lanes, sizeof *c->lane);
+    }
+    if (!c || !c->io || !c->span || !c->tid || !c->lane ||
+        pthread_barrier_init(&c->start, NULL, (unsigned)lanes) != 0 ||
+        pthread_barrier_init(&c->end, NULL, (unsigned)lanes) != 0) {
+        fprintf(stderr, "bench_cpu_kernels: --ceiling: out of memory\n");
+        exit(1);
+    }
     c->lanes = lanes, c->block = block, c->t = t;
-    c->io = calloc((size_t)lanes, sizeof *c->io);
-    c->span = malloc((size_t)lanes * 2 * sizeof *c->span);
-    c->tid = calloc((size_t)lanes, sizeof *c->tid);
-    lane_t *l = calloc((size_t)lanes, sizeof *l);
-    if (!c->io || !c->span || !c->tid || !l)
-        exit(1); /* a benchmark program: no partial cleanup */
-    const atk_dims_t d = {256, 256, 256, 128};
     const size_t b = (size_t)io->b;
     c->io[0] = *io;
     for (int k = 1; k < lanes; k++) {
-        atk_grads_t *g = malloc(sizeof *g);
-        if (!g)
-            exit(1);
-        *g = (atk_grads_t){randoms(r, 256 * 256, 0), randoms(r, 256, 0),
-                           randoms(r, 256 * 256, 0), randoms(r, 256, 0),
-                           randoms(r, 256 * 128, 0), randoms(r, 128, 0)};
+        lane_t *l = &c->lane[k];
+        *l = (lane_t){c, k,
+                      (atk_grads_t){randoms(r, 256 * 256, 0), randoms(r, 256, 0),
+                                    randoms(r, 256 * 256, 0), randoms(r, 256, 0),
+                                    randoms(r, 256 * 128, 0), randoms(r, 128, 0)}};
         c->io[k] = (batch_io_t){io->p,
-                                g,
+                                &l->g,
                                 io->x,
                                 io->dout,
-                                randoms(r, b * d.h1, 0),
-                                randoms(r, b * d.h2, 0),
-                                randoms(r, b * d.aux, 0),
+                                randoms(r, b * 256, 0),
+                                randoms(r, b * 256, 0),
+                                randoms(r, b * 128, 0),
                                 io->b};
+        if (pthread_create(&c->tid[k], NULL, lane_main, l) != 0) {
+            fprintf(stderr, "bench_cpu_kernels: --ceiling: cannot start a thread\n");
+            exit(1);
+        }
     }
-    if (pthread_barrier_init(&c->start, NULL, (unsigned)lanes) != 0 ||
-        pthread_barrier_init(&c->end, NULL, (unsigned)lanes) != 0)
-        exit(1);
-    for (int k = 1; k < lanes; k++) {
-        l[k] = (lane_t){c, k};
-        if (pthread_create(&c->tid[k], NULL, lane_main, &l[k]) != 0)
-            return NULL;
-    }
-    c->lanes_arg = l;
     return c;
 }
 
@@ -298,11 +297,10 @@ static void ceiling_free(ceiling_t *c)
         free(io->h1), free(io->h2), free(io->out);
         free(io->g->dw1), free(io->g->db1), free(io->g->dw2), free(io->g->db2);
         free(io->g->dw3), free(io->g->db3);
-        free(io->g);
     }
     pthread_barrier_destroy(&c->start);
     pthread_barrier_destroy(&c->end);
-    free(c->lanes_arg), free(c->tid), free(c->span), free(c->io), free(c);
+    free(c->lane), free(c->tid), free(c->span), free(c->io), free(c);
 }
 
 int main(int argc, char **argv)
@@ -456,9 +454,9 @@ int main(int argc, char **argv)
             timing_t res[MAX_COUNTS];
             double speedup[MAX_COUNTS], ceil_speedup = 0.0;
             ceiling_t *c = want_ceiling ? ceiling_new(lanes, block, lane_t_, &io, &r) : NULL;
-            if ((want_ceiling && !c) || time_interleaved(ncounts, t, &io, reps, block, res, speedup,
-                                                         c, &ceil_speedup) != 0) {
-                fprintf(stderr, "bench_cpu_kernels: out of memory or threads\n");
+            if (time_interleaved(ncounts, t, &io, reps, block, res, speedup, c, &ceil_speedup) !=
+                0) {
+                fprintf(stderr, "bench_cpu_kernels: out of memory\n");
                 return 1;
             }
             ceiling_free(c);
