@@ -160,7 +160,7 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
  * chunks writes one partial of all P = AUXTRUNK_PARAM_COUNT parameters per
  * chunk (the ABI's flat layout, W1 b1 W2 b2 W3 b3) into partials; a second
  * launch sums them in chunk order. Both operands are transposed into K-major
- * shared memory on the way (16-byte loads, rounded to nearest); the bias sums
+ * shared memory on the way (4-byte loads, rounded to nearest); the bias sums
  * are fp32 sums of the unrounded g. Deterministic (no atomics, an order fixed
  * by the widths and the batch). Domain: every width a multiple of 4, batch >=
  * 1, every pointer 16-byte aligned and non-null; one pair of launches on

@@ -6,7 +6,7 @@
  * bulk tensor copy engine (TMA) on mbarriers; and the backward's weight and
  * bias gradients on the same wgmma (v3_wgmma_wgrad_kernel, described there:
  * their operands are transposed on the way into shared memory, so ordinary
- * 16-byte loads instead of TMA). Built for sm_90a only
+ * loads instead of TMA). Built for sm_90a only
  * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernels have no
  * image and v3_wgmma_available() answers 0. Fast mode calls them from
  * V3_WGMMA_MIN_BATCH (trunk_v3_fast.h, docs/perf-notes-v3-fast.md); their
@@ -90,9 +90,14 @@ constexpr int layer_smem_bytes()
 }
 constexpr int SMEM_BYTES = layer_smem_bytes<BM, BN>(); /* the largest of the shapes */
 static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
-/* The weight gradients' ring: 2 stages of an A and a B slab. */
-constexpr int WG_SMEM_BYTES = 1024 /* alignment slack */ + 2 * 2 * SLAB;
-static_assert(NT / 32 * BN * 4 <= 2 * 2 * SLAB, "the bias sums' scratch fits in the ring");
+/* The weight gradients' ring: WG_STAGES stages of an A and a B slab. A
+ * thread stages WG_ROWS batch rows of one column of each operand per slab. */
+constexpr int WG_STAGES = 3;
+constexpr int WG_ROWS = BK * BM / NT;
+constexpr int WG_SMEM_BYTES = 1024 /* alignment slack */ + WG_STAGES * 2 * SLAB;
+static_assert(BM == BN && NT % BM == 0, "a thread's column is one of both operands' tiles");
+static_assert(WG_ROWS % 4 == 0, "a thread's rows are whole 16-byte chunks");
+static_assert(NT / BM * BN * 4 <= WG_STAGES * 2 * SLAB, "the bias sums' scratch fits in the ring");
 /* Most blocks of the grouped weight-gradient launch: tiles x chunks (two per SM). */
 constexpr int WG_MAX_BLOCKS = 264;
 
@@ -339,39 +344,37 @@ __device__ __forceinline__ void stage_w_rows(unsigned char *wt, const Layer &L, 
     }
 }
 
-/* Weight gradients: rows b … b+3 of t [rows, width] at columns c … c+3, zero
- * past b_end or the width (a multiple of 4, so a column group is whole). */
-__device__ __forceinline__ void load_rows4(float4 (&r)[4], const float *t, int width, int c, int b,
-                                           int b_end)
+/* Weight gradients: rows b … b+WG_ROWS-1 of column c of t [rows, width],
+ * zero past b_end or the width. Across a warp (32 consecutive columns) each
+ * load is 128 contiguous bytes. */
+__device__ __forceinline__ void load_column(float (&v)[WG_ROWS], const float *t, int width, int c,
+                                            int b, int b_end)
 {
+    const float *p = t + (size_t)b * width + c;
+    if (c < width && b + WG_ROWS <= b_end) {
 #pragma unroll
-    for (int e = 0; e < 4; e++)
-        r[e] = b + e < b_end && c < width
-                   ? __ldg(reinterpret_cast<const float4 *>(t + (size_t)(b + e) * width + c))
-                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int e = 0; e < WG_ROWS; e++)
+            v[e] = __ldg(p + (size_t)e * width);
+    } else {
+#pragma unroll
+        for (int e = 0; e < WG_ROWS; e++)
+            v[e] = c < width && b + e < b_end ? __ldg(p + (size_t)e * width) : 0.0f;
+    }
 }
 
-/* The 4 x 4 block r (rows: 4 batch rows kb·4 …, columns: 4g … 4g+3 of the
- * slice) stored transposed and rounded into a K-major slab (row = column of
- * the slice, k = batch row), rotated across lanes as stage_wt_block4 does
- * (no bank conflict). */
-__device__ __forceinline__ void store_block_t(unsigned char *slab, const float4 (&r)[4], int g,
-                                              int kb)
+/* v (WG_ROWS consecutive batch rows of one column) rounded and stored into
+ * row r of a K-major slab at k = k0 …: 16-byte stores of 4 consecutive k.
+ * The 8 lanes of a quarter-warp store 8 consecutive rows, hence 8 distinct
+ * chunk columns of the swizzle: no bank conflict, and the column is the
+ * lane's own, so no select. */
+__device__ __forceinline__ void store_column(unsigned char *slab, const float (&v)[WG_ROWS], int r,
+                                             int k0)
 {
 #pragma unroll
-    for (int st = 0; st < 4; st++) {
-        /* c depends on the lane: selects, not a branch per store (this runs per slab) */
-        const int c = (st + (g >> 1)) & 3;
-        float4 v = block_column(r, 0);
-#pragma unroll
-        for (int cc = 1; cc < 4; cc++) {
-            const float4 w = block_column(r, cc);
-            const bool take = c == cc;
-            v = make_float4(take ? w.x : v.x, take ? w.y : v.y, take ? w.z : v.z, take ? w.w : v.w);
-        }
-        *reinterpret_cast<float4 *>(slab + sw128_off(4 * g + c, 4 * kb)) =
-            make_float4(to_tf32_rn(v.x), to_tf32_rn(v.y), to_tf32_rn(v.z), to_tf32_rn(v.w));
-    }
+    for (int q = 0; q < WG_ROWS / 4; q++)
+        *reinterpret_cast<float4 *>(slab + sw128_off(r, k0 + 4 * q)) =
+            make_float4(to_tf32_rn(v[4 * q]), to_tf32_rn(v[4 * q + 1]), to_tf32_rn(v[4 * q + 2]),
+                        to_tf32_rn(v[4 * q + 3]));
 }
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
@@ -539,13 +542,16 @@ struct WGrads {
 };
 
 /* Block (tile, chunk): one 128 x 128 tile of one gradient over the batch
- * rows of one chunk, into that chunk's partial. Per 32-row slab each thread
- * holds one 4 x 4 block of each operand (loaded one slab ahead, while the
- * tensor cores run), stores it transposed into the K-major slabs of a 2-deep
- * ring, and each warpgroup issues four m64n128k8 wgmmas for its 64 rows. The
- * ring is safe with one barrier per slab: stage s % 2 is written at slab s
- * after every thread has passed slab s - 1's barrier, hence waited for slab
- * s - 2's wgmmas, the last to read it. */
+ * rows of one chunk, into that chunk's partial. Thread t owns column t mod
+ * 128 of the tile (of both operands: a's m, g's n) and WG_ROWS batch rows,
+ * WG_ROWS ⌊t / 128⌋ …, of each 32-row slab: it loads them one slab ahead,
+ * while the tensor cores run, and stores them rounded into the K-major
+ * slabs of a WG_STAGES-deep ring; each warpgroup issues four m64n128k8
+ * wgmmas for its 64 rows and waits only for the previous slab's, so the
+ * next slab's stores overlap this one's wgmmas. One barrier per slab is
+ * enough: stage s mod 3 is written at slab s after every thread has passed
+ * slab s - 1's barrier, hence after every warpgroup has waited, at the end
+ * of slab s - 2, for slab s - 3's wgmmas, the last to read that stage. */
 __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_constant__ WGrads G)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -562,32 +568,32 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
     const int b_end = min(G.batch, b_begin + G.chunk_len);
     const int slabs = (b_end - b_begin + BK - 1) / BK;
 
-    const int tid = threadIdx.x, g = tid & 31, kb = tid >> 5, wg = tid >> 7;
-    const int ca = m0 + 4 * g, cg = n0 + 4 * g;
+    const int tid = threadIdx.x, g = tid & 31, wg = tid >> 7;
+    const int col = tid & (BM - 1), k0 = WG_ROWS * (tid / BM);
     v2pdl::pdl_wait(); /* the hidden gradients are complete (when launched as a dependent) */
     v2pdl::pdl_trigger();
-    float4 ra[4], rg[4];
-    load_rows4(ra, Q.a, Q.m, ca, b_begin + 4 * kb, b_end);
-    load_rows4(rg, Q.g, Q.n, cg, b_begin + 4 * kb, b_end);
-    float4 dbs = make_float4(0.0f, 0.0f, 0.0f, 0.0f); /* this thread's column sums of g */
+    float va[WG_ROWS], vg[WG_ROWS];
+    load_column(va, Q.a, Q.m, m0 + col, b_begin + k0, b_end);
+    load_column(vg, Q.g, Q.n, n0 + col, b_begin + k0, b_end);
+    float dbs = 0.0f; /* this thread's share of its column's sum of g */
     float acc[64];
 #pragma unroll
     for (int r = 0; r < 64; r++)
         acc[r] = 0.0f;
 
+    int stage = 0;
     for (int s = 0; s < slabs; s++) {
-        const int stage = (s & 1) * 2 * SLAB;
-        store_block_t(gbase + stage, ra, g, kb);
-        store_block_t(gbase + stage + SLAB, rg, g, kb);
+        store_column(gbase + stage, va, col, k0);
+        store_column(gbase + stage + SLAB, vg, col, k0);
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-            dbs.x += rg[e].x, dbs.y += rg[e].y, dbs.z += rg[e].z, dbs.w += rg[e].w;
+        for (int e = 0; e < WG_ROWS; e++)
+            dbs += vg[e];
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
         __syncthreads();
         if (s + 1 < slabs) {
-            const int b = b_begin + (s + 1) * BK + 4 * kb;
-            load_rows4(ra, Q.a, Q.m, ca, b, b_end);
-            load_rows4(rg, Q.g, Q.n, cg, b, b_end);
+            const int b = b_begin + (s + 1) * BK + k0;
+            load_column(va, Q.a, Q.m, m0 + col, b, b_end);
+            load_column(vg, Q.g, Q.n, n0 + col, b, b_end);
         }
         wgmma_fence();
         const unsigned sa = base + stage + wg * (SLAB / 2), sb = base + stage + SLAB;
@@ -595,8 +601,10 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
         for (int j = 0; j < BK / KSTEP; j++)
             wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
         wgmma_commit();
-        wgmma_wait_all();
+        wgmma_wait_one();
+        stage = stage == (WG_STAGES - 1) * 2 * SLAB ? 0 : stage + 2 * SLAB;
     }
+    wgmma_wait_all();
 
     float *const part = G.partials + (size_t)blockIdx.y * G.stride;
     const int rw = wg * 64 + ((tid >> 5) & 3) * 16 + (g >> 2), cq = 2 * (g & 3);
@@ -615,15 +623,15 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
         }
     }
 
-    if (mt == 0) {       /* the bias sums: per thread over its rows, then the 8 warps in order */
+    if (mt == 0) {       /* the bias sums: per thread over its rows, then the row groups in order */
         __syncthreads(); /* every wgmma of the block has read the ring */
-        float *const red = reinterpret_cast<float *>(gbase); /* [8 warps][128 columns] */
-        *reinterpret_cast<float4 *>(red + kb * BN + 4 * g) = dbs;
+        float *const red = reinterpret_cast<float *>(gbase); /* [NT / BM groups][BN columns] */
+        red[tid] = dbs;
         __syncthreads();
         if (tid < BN && n0 + tid < Q.n) {
             float v = red[tid];
 #pragma unroll
-            for (int w = 1; w < NT / 32; w++)
+            for (int w = 1; w < NT / BM; w++)
                 v += red[w * BN + tid];
             part[Q.db_off + n0 + tid] = v;
         }
