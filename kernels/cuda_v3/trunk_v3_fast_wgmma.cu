@@ -36,14 +36,15 @@
  *     for a hidden gradient W's rows as they are (k-contiguous already);
  *     then fence.proxy.async for the tensor cores;
  *   - the activations arrive as [tile rows, 32 k] slabs (16 or 8 KiB, the
- *     TMA box, 128-byte swizzle, zero fill past B and K) in a ring of STAGES
- *     buffers, each completing on its mbarrier (expect_tx by thread 0, which
- *     issues every copy); the ring runs across row tiles, so the next tile's
- *     first slabs load during this tile's epilogue;
+ *     TMA box, 128-byte swizzle, zero fill past B and K) in a ring of NS
+ *     buffers (ring_stages: FWD_STAGES or STAGES), each completing on its
+ *     mbarrier (expect_tx by thread 0, which issues every copy); the ring
+ *     runs across row tiles, so the next tile's first slabs load during this
+ *     tile's epilogue;
  *   - per slab each warpgroup issues four m64n128k8 wgmmas (tall: its 64
  *     rows) or m64n64k8 (short: its 64 columns) and waits for the previous
  *     slab's, so that the tensor cores run while that slab's stage is given
- *     back: after a block barrier thread 0 refills it with the slab STAGES
+ *     back: after a block barrier thread 0 refills it with the slab NS
  *     after it;
  *   - epilogue from the accumulators: + bias, ELU (hardware exponential), or
  *     ⊙ ELU'(y) with the record's elements loaded before the tile's wgmmas;
@@ -77,18 +78,18 @@ constexpr int BN = 128;           /* output columns per block (wgmma n): the wei
 constexpr int BN_NARROW = 64;     /* the layer GEMM's narrow tiles: 128 rows x 64 columns */
 constexpr int BK = 32;            /* floats per slab row: 128 bytes, the swizzle span */
 constexpr int KSTEP = 8;          /* k of one tf32 wgmma */
-constexpr int STAGES = 4;         /* activation ring depth */
+constexpr int STAGES = 4;         /* activation ring depth of the hidden gradients */
+constexpr int FWD_STAGES = 6;     /* and of the forward layers */
 constexpr int SLAB = BM * BK * 4; /* bytes of one activation slab (= one Wᵀ slab) */
 constexpr int KMAX = 256;         /* widest K whose Wᵀ slice stays resident */
 /* Shared memory of the layer GEMM with TM x TN tiles: the Wᵀ slice (TN
  * columns), the ring of TM-row slabs, its barriers. */
-template <int TM, int TN>
+template <int TM, int TN, int NS>
 constexpr int layer_smem_bytes()
 {
-    return 1024 /* alignment slack */ + KMAX / BK * (TN * BK * 4) + STAGES * (TM * BK * 4) +
-           STAGES * 8;
+    return 1024 /* alignment slack */ + KMAX / BK * (TN * BK * 4) + NS * (TM * BK * 4) + NS * 8;
 }
-constexpr int SMEM_BYTES = layer_smem_bytes<BM, BN>(); /* the largest of the shapes */
+constexpr int SMEM_BYTES = layer_smem_bytes<BM, BN, FWD_STAGES>(); /* the largest of the shapes */
 static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
 /* The weight gradients' ring: WG_STAGES stages of an A and a B slab. A
  * thread stages WG_ROWS batch rows of one column of each operand per slab. */
@@ -107,6 +108,16 @@ enum Epilogue {
     EPI_BIAS_ACT = 0, /* c = act(acc + bias[n]): a forward layer (w [K, N]) */
     EPI_ELU_GRAD = 1  /* c = acc ⊙ ELU'(y): a hidden gradient (w [N, K]) */
 };
+
+/* The ring depth of a layer launch: six slabs for the forward, four for the
+ * hidden gradients, where six measured slower on the H200 for a reason not
+ * yet known (docs/perf-notes-v3-fast.md, "A deeper activation ring in the
+ * layer GEMM", "Six stages for the forward only"). */
+template <int EPI>
+__host__ __device__ constexpr int ring_stages()
+{
+    return EPI == EPI_BIAS_ACT ? FWD_STAGES : STAGES;
+}
 
 /* Staging of B for the hidden gradients: w [N, K] k-contiguous (the layer's
  * weight as stored, its rows the gradient's columns), copied as it is. */
@@ -392,12 +403,13 @@ __global__ void __launch_bounds__(NT, 1)
     constexpr int WT_BYTES = KMAX / BK * WSLAB;
     constexpr int WN = TM == BM ? TN : TN / 2; /* columns of one warpgroup */
     constexpr int NACC = WN / 2;               /* its accumulators per thread */
+    constexpr int NS = ring_stages<EPI>();     /* ring depth */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u; /* the swizzle atoms need 1024-byte alignment */
     unsigned char *const gbase = smem_raw + (base - raw);
-    const unsigned wt = base, ring = base + WT_BYTES, bars = ring + STAGES * ASLAB;
+    const unsigned wt = base, ring = base + WT_BYTES, bars = ring + NS * ASLAB;
 
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     const int nt = blockIdx.x % L.tiles_n, group = blockIdx.x / L.tiles_n;
@@ -407,21 +419,21 @@ __global__ void __launch_bounds__(NT, 1)
     const int tiles = group < L.tiles_m ? (L.tiles_m - group + groups - 1) / groups : 0;
     const int total = tiles * ks_n; /* slabs this block consumes, in order */
 
-    /* slab t: row tile group + (t / ks_n) * groups, k slab t % ks_n, stage t % STAGES */
+    /* slab t: row tile group + (t / ks_n) * groups, k slab t % ks_n, stage t % NS */
     const CUtensorMap *const map = &a;
     auto issue = [&](int t) {
-        const int s = t % STAGES;
+        const int s = t % NS;
         const unsigned bar = bars + 8 * s;
         mbar_expect_tx(bar, ASLAB);
         tma_load_2d(ring + s * ASLAB, map, (t % ks_n) * BK, (group + (t / ks_n) * groups) * TM,
                     bar);
     };
     if (tid == 0) {
-        for (int s = 0; s < STAGES; s++)
+        for (int s = 0; s < NS; s++)
             mbar_init(bars + 8 * s, 1);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         if (!L.pdl) /* the activations are ready: load them while W is staged */
-            for (int t = 0; t < STAGES && t < total; t++)
+            for (int t = 0; t < NS && t < total; t++)
                 issue(t);
     }
 
@@ -436,7 +448,7 @@ __global__ void __launch_bounds__(NT, 1)
     v2pdl::pdl_wait(); /* the predecessor's activations (and record) are complete */
     v2pdl::pdl_trigger();
     if (L.pdl && tid == 0)
-        for (int t = 0; t < STAGES && t < total; t++)
+        for (int t = 0; t < NS && t < total; t++)
             issue(t);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
     __syncthreads(); /* Wᵀ staged, mbarriers initialised */
@@ -477,8 +489,8 @@ __global__ void __launch_bounds__(NT, 1)
          * wgmma_wait_one every warpgroup's group t - 1 is complete, after
          * the barrier every warpgroup's, so thread 0 refills that stage. */
         for (int ks = 0; ks < ks_n; ks++) {
-            const int t = i * ks_n + ks, s = t % STAGES;
-            mbar_wait(bars + 8 * s, (unsigned)(t / STAGES) & 1u);
+            const int t = i * ks_n + ks, s = t % NS;
+            mbar_wait(bars + 8 * s, (unsigned)(t / NS) & 1u);
             wgmma_fence();
             /* a tall or narrow tile: this warpgroup's 64 rows of the slab, all
              * of Wᵀ's slab; a short one: the slab, this warpgroup's 64 rows of Wᵀ's
@@ -489,8 +501,8 @@ __global__ void __launch_bounds__(NT, 1)
             wgmma_commit();
             wgmma_wait_one();
             __syncthreads(); /* every warpgroup is done with slab t - 1's stage */
-            if (tid == 0 && t >= 1 && t - 1 + STAGES < total)
-                issue(t - 1 + STAGES);
+            if (tid == 0 && t >= 1 && t - 1 + NS < total)
+                issue(t - 1 + NS);
         }
         wgmma_wait_all(); /* the tile's accumulators are final */
 
@@ -1002,9 +1014,9 @@ cudaError_t launch_shape(int dev, const float *a, Layer L, cudaStream_t stream)
     L.tiles_m = (L.m + TM - 1) / TM;
     int groups = g_sms[dev] / L.tiles_n;
     groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
-    return v2pdl::launch(v3_wgmma_layer_kernel<STAGING, EPI, TM, TN>,
-                         dim3((unsigned)(groups * L.tiles_n)), dim3(NT), layer_smem_bytes<TM, TN>(),
-                         stream, L.pdl != 0, map, L);
+    return v2pdl::launch(
+        v3_wgmma_layer_kernel<STAGING, EPI, TM, TN>, dim3((unsigned)(groups * L.tiles_n)), dim3(NT),
+        layer_smem_bytes<TM, TN, ring_stages<EPI>()>(), stream, L.pdl != 0, map, L);
 }
 
 /* launch_shape with the tile shape `tile` (V3_WGMMA_TILE_AUTO: auto_tile). */
@@ -1118,8 +1130,13 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
                                     V3W_KERNELS(V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT),
                                     V3W_KERNELS(STAGING_ROWS, EPI_ELU_GRAD)};
 #undef V3W_KERNELS
-    const int smem[3] = {layer_smem_bytes<BM, BN>(), layer_smem_bytes<BM_SHORT, BN>(),
-                         layer_smem_bytes<BM, BN_NARROW>()};
+    constexpr int FS = ring_stages<EPI_BIAS_ACT>(), HS = ring_stages<EPI_ELU_GRAD>();
+    const int smem[9] = {
+        layer_smem_bytes<BM, BN, FS>(),        layer_smem_bytes<BM_SHORT, BN, FS>(),
+        layer_smem_bytes<BM, BN_NARROW, FS>(), layer_smem_bytes<BM, BN, FS>(),
+        layer_smem_bytes<BM_SHORT, BN, FS>(),  layer_smem_bytes<BM, BN_NARROW, FS>(),
+        layer_smem_bytes<BM, BN, HS>(),        layer_smem_bytes<BM_SHORT, BN, HS>(),
+        layer_smem_bytes<BM, BN_NARROW, HS>()};
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kernels[0]) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image for this device: an answer, not an error */
@@ -1134,7 +1151,7 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         return cudaSuccess;
     for (int i = 0; i < 9; i++)
         if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      smem[i % 3])) != cudaSuccess)
+                                      smem[i])) != cudaSuccess)
             return e;
     if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES)) !=
