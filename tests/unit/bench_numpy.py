@@ -96,7 +96,7 @@ def time_kernels(path, only, threads, batches, reps, ceiling=False):
     rows = {}
     for line in out.splitlines():
         f = line.split()
-        if len(f) == 6 and f[0].isdigit():  # one count: no threads, speedup columns
+        if len(f) == 6 and f[0].isdigit():  # one count: the row has no threads, speedup columns
             rows.setdefault((f[1], threads[0]), {})[int(f[0])] = (
                 tuple(float(v) * 1e-6 for v in f[2:5]), None)
         elif len(f) == 8 and f[0].isdigit():
