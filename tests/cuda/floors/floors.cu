@@ -5,6 +5,8 @@
  *
  *   smem     shared-memory loads (32, 64, 128 bits) by distinct addresses
  *            per warp: warp-instructions per SM clock, 1,024 threads per SM
+ *   smempat  64- and 128-bit shared-memory loads by the warp's pattern of
+ *            addresses (the fragment patterns of R x C thread layouts)
  *   dsmem    a layer exchange inside a cluster (8 and 16 blocks): every block
  *            pushes one slice to every block, by st.async completing on the
  *            receiver's mbarrier, or by plain remote stores and a cluster
@@ -17,7 +19,7 @@
  *            are captured into a CUDA graph and replayed (and what a replay
  *            of one such node, and of a memset node before it, costs)
  *
- *   auxtrunk-floors [smem|dsmem|flags|clock|graph|all]   (default all)
+ *   auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|all]   (default all)
  *
  * Not a test: it asserts nothing about the numbers; it exits non-zero only
  * when a CUDA call fails, and prints what failed.
@@ -148,6 +150,121 @@ static void run_smem()
     for (int d : ds)
         printf(" %.2f |", smem_rate<16>(d));
     printf("\n");
+}
+
+/* --------------------------------------------------------------- smempat -- */
+
+/* Shared-memory loads by the warp's pattern of addresses: lane l reads word
+ * pattern(l) (W bytes each) of a contiguous array. The patterns are those of
+ * a warp of R x C threads, each thread's fragment starting at word
+ * (l / C) for the row operand and (l % C) for the column operand:
+ * quarter-uniform (l >> 3) is a 4 x 8 warp's rows, quarter-replicated
+ * (l & 7) its columns, and so on. The loop does nothing but the loads (the
+ * values are folded into the sink once, after it), so the rate is the
+ * shared-memory pipe's, not the integer pipe's; the smem table above folds
+ * every load into an integer and is bound by that at 1 and 2 distinct
+ * addresses. */
+enum Pattern { PAT_ALL_SAME, PAT_HALF_UNIFORM, PAT_QUARTER_UNIFORM, PAT_EIGHTH_UNIFORM,
+               PAT_QUARTER_REPL, PAT_HALF_REPL, PAT_ALL_DISTINCT, PAT_MOD4, PAT_COUNT };
+
+static const char *const pattern_name[PAT_COUNT] = {
+    "all lanes one word",
+    "l >> 4 (2 words, each half-warp uniform)",
+    "l >> 3 (4 words, each quarter-warp uniform)",
+    "l >> 2 (8 words, each 4-lane group uniform)",
+    "l & 7 (8 words, the quarter-warps alike)",
+    "l & 15 (16 words, the half-warps alike)",
+    "l (32 words)",
+    "l % 4 (4 words, every quarter-warp all 4)"};
+
+__device__ __forceinline__ int pattern_word(int p, int l)
+{
+    switch (p) {
+    case PAT_ALL_SAME: return 0;
+    case PAT_HALF_UNIFORM: return l >> 4;
+    case PAT_QUARTER_UNIFORM: return l >> 3;
+    case PAT_EIGHTH_UNIFORM: return l >> 2;
+    case PAT_QUARTER_REPL: return l & 7;
+    case PAT_HALF_REPL: return l & 15;
+    case PAT_ALL_DISTINCT: return l;
+    default: return l & 3;
+    }
+}
+
+template <int W>
+__global__ void __launch_bounds__(1024)
+    smempat_kernel(int pattern, unsigned long long *cycles, unsigned *sink)
+{
+    __shared__ __align__(16) unsigned buf[4096];
+    for (int i = threadIdx.x; i < 4096; i += blockDim.x)
+        buf[i] = i;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const unsigned base =
+        (unsigned)__cvta_generic_to_shared(buf) + (unsigned)(pattern_word(pattern, lane) * W);
+    unsigned r[SMEM_UNROLL][4] = {};
+    __syncthreads();
+    const long long t0 = clock64();
+    for (int it = 0; it < SMEM_ITERS; it++) {
+#pragma unroll
+        for (int u = 0; u < SMEM_UNROLL; u++) {
+            const unsigned a = base + (unsigned)(u * 512);
+            if constexpr (W == 8)
+                asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];"
+                             : "=r"(r[u][0]), "=r"(r[u][1])
+                             : "r"(a));
+            else
+                asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(r[u][0]), "=r"(r[u][1]), "=r"(r[u][2]), "=r"(r[u][3])
+                             : "r"(a));
+        }
+    }
+    __syncthreads();
+    const long long t1 = clock64();
+    if (threadIdx.x == 0)
+        cycles[blockIdx.x] = (unsigned long long)(t1 - t0);
+    unsigned acc = 0;
+#pragma unroll
+    for (int u = 0; u < SMEM_UNROLL; u++)
+        acc ^= r[u][0] ^ r[u][1] ^ r[u][2] ^ r[u][3];
+    if (acc == 0x12345678u)
+        sink[0] = acc;
+}
+
+template <int W>
+static double smempat_rate(int pattern)
+{
+    const int blocks = g_prop.multiProcessorCount;
+    unsigned long long *cyc;
+    unsigned *sink;
+    CK(cudaMalloc(&cyc, blocks * sizeof *cyc));
+    CK(cudaMalloc(&sink, sizeof *sink));
+    std::vector<double> rates;
+    for (int rep = 0; rep < 3; rep++) {
+        smempat_kernel<W><<<blocks, 1024>>>(pattern, cyc, sink);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        std::vector<unsigned long long> h(blocks);
+        CK(cudaMemcpy(h.data(), cyc, blocks * sizeof *cyc, cudaMemcpyDeviceToHost));
+        for (int b = 0; b < blocks; b++)
+            rates.push_back(32.0 * SMEM_ITERS * SMEM_UNROLL / (double)h[b]);
+    }
+    CK(cudaFree(cyc));
+    CK(cudaFree(sink));
+    return median(rates);
+}
+
+static void run_smempat()
+{
+    printf("\n## Shared-memory loads by address pattern: warp-instructions per SM clock, and SM "
+           "clocks per load (1,024 threads per SM, loads only)\n\n");
+    printf("| pattern (word of lane l) | LDS.64 per clock | clocks | LDS.128 per clock | clocks |\n");
+    printf("|---|---|---|---|---|\n");
+    for (int p = 0; p < PAT_COUNT; p++) {
+        const double r8 = smempat_rate<8>(p), r16 = smempat_rate<16>(p);
+        printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", pattern_name[p], r8, 1.0 / r8, r16,
+               1.0 / r16);
+    }
 }
 
 /* ----------------------------------------------------------------- dsmem -- */
@@ -662,7 +779,7 @@ int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "all";
     if (!strcmp(what, "--help") || !strcmp(what, "-h")) {
-        printf("usage: auxtrunk-floors [smem|dsmem|flags|clock|graph|all]\n"
+        printf("usage: auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|all]\n"
                "Measures the hardware costs behind docs/floors-h200.md on the current GPU\n"
                "and prints them as Markdown tables.\n");
         return 0;
@@ -677,6 +794,8 @@ int main(int argc, char **argv)
         run_clock(), any = true;
     if (all || !strcmp(what, "smem"))
         run_smem(), any = true;
+    if (all || !strcmp(what, "smempat"))
+        run_smempat(), any = true;
     if (all || !strcmp(what, "dsmem"))
         run_dsmem(), any = true;
     if (all || !strcmp(what, "flags"))
