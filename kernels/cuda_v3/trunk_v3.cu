@@ -1060,9 +1060,11 @@ extern "C" int v3_supported(atk_dims_t d)
 extern "C" size_t v3_workspace_floats(atk_dims_t d, int max_batch)
 {
     const size_t v2 = v2_workspace_floats(d, max_batch);
+    const size_t sg = v3_sgemm_workspace_floats(d, max_batch);
     const int b = max_batch < V3_MAX_BATCH ? max_batch : V3_MAX_BATCH;
     const size_t v3 = v3_supported(d) ? layout_of(d, b).end : 0;
-    return v2 > v3 ? v2 : v3;
+    const size_t m = v2 > sg ? v2 : sg;
+    return m > v3 ? m : v3;
 }
 
 extern "C" cudaError_t v3_prepare(void)

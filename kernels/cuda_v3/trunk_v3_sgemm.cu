@@ -23,8 +23,10 @@
  *     row piece of a slab.
  * Fragments: a thread of warp w, lane l owns rows (w >> 1) 32 + (l >> 3) 4
  * + {0..3, 16..19} and columns (w & 1) 64 + (l & 7) 4 + {0..3, 32..35}; per
- * step it loads two 16-byte words of As (4 distinct per warp, broadcast to
- * 8 lanes each) and two of Bs (8 distinct per warp): one wavefront each.
+ * step it loads two 16-byte words of As (4 distinct per warp, one per
+ * quarter-warp: 2 shared-memory clocks each) and two of Bs (8 distinct per
+ * quarter-warp: 4 clocks each; docs/floors-h200.md, "by the warp's address
+ * pattern"): 12 clocks per 64 FMAs (16 issue clocks of 4 schedulers).
  *
  * No atomics, no host synchronisation, no allocation: capture-friendly.
  */
@@ -301,11 +303,12 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(Op g, int k)
 }
 
 /* The weight- and bias-gradient launch of one backward: blockIdx.y is a
- * pair of chunks (2y, 2y + 1; the node written at node_stride * y),
- * blockIdx.x walks the dW tiles of problems 0..2 and then the db column
- * blocks (NT columns each) of problems 0..2. A pair's second chunk adds the
- * first's partial, which the same thread stored (left + right, the tree's
- * first level). With a single chunk (node_stride == 0) the partial is the
+ * node of fold chunks (fold y .. fold y + fold - 1; the node written at
+ * node_stride * y), blockIdx.x walks the dW tiles of problems 0..2 and then
+ * the db column blocks (NT columns each) of problems 0..2. With fold 2 a
+ * pair's second chunk adds the first's partial, which the same thread
+ * stored (left + right, the tree's first level); with fold 1 the tree does
+ * that level. With a single chunk (node_stride == 0) the partial is the
  * gradient, and accumulate adds the caller's. */
 struct Grads {
     Op dw[3];
@@ -315,6 +318,7 @@ struct Grads {
     int start[7];   /* prefix sums of blocks per problem (dW 0..2, db 0..2) */
     int tiles_n[3]; /* dW tiles along n */
     int batch, nc;
+    int fold; /* chunks per block: 1, or 2 (a pair, the tree's first level) */
     size_t node_stride;
     int accumulate;
 };
@@ -327,7 +331,7 @@ __global__ void __launch_bounds__(NT, 2) grads_kernel(Grads G)
     extern __shared__ __align__(16) float smem[];
     v2pdl::pdl_wait();
     v2pdl::pdl_trigger();
-    const int c0 = 2 * blockIdx.y, c1 = min(G.nc, c0 + 2);
+    const int c0 = G.fold * blockIdx.y, c1 = min(G.nc, c0 + G.fold);
     const bool single = G.node_stride == 0;
     int blk = blockIdx.x;
     if (blk < G.start[3]) {
@@ -375,6 +379,37 @@ __global__ void __launch_bounds__(NT, 2) grads_kernel(Grads G)
 }
 
 inline int tiles_of(int m, int n) { return ((m + BM - 1) / BM) * ((n + BN - 1) / BN); }
+
+/* Chunks per block of the weight-gradient launch, for nc chunks, `tiles`
+ * dW tiles per chunk and `slots` resident blocks on the GPU. Pairs halve the
+ * partials the tree reads; single chunks double the blocks, which pays when
+ * the pairs' last wave is a short one: single chunks take ceil(tiles nc /
+ * slots) waves of one chunk each, pairs ceil(tiles ceil(nc / 2) / slots) of
+ * two (B = 16,384 on 132 SMs: 3 against 4). The order of every sum is the
+ * canonical one either way. Single chunks only up to V3_SGEMM_SINGLE_MAX
+ * chunks, which bounds the workspace (v3_sgemm_workspace_floats). */
+inline int grads_fold(int nc, int tiles, int slots)
+{
+    if (nc <= 1 || nc > V3_SGEMM_SINGLE_MAX || slots <= 0)
+        return 2;
+    const long long one = ((long long)tiles * nc + slots - 1) / slots;
+    const long long two = ((long long)tiles * ((nc + 1) / 2) + slots - 1) / slots;
+    return one < 2 * two ? 1 : 2;
+}
+
+/* Blocks of grads_kernel resident at once on the current device. */
+inline cudaError_t grads_slots(int *slots)
+{
+    int dev, sms, per_sm;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grads_kernel, NT, SMEM)) !=
+            cudaSuccess)
+        return e;
+    *slots = sms * per_sm;
+    return cudaSuccess;
+}
 
 template <int EPI>
 cudaError_t launch_gemm(const Op &g, int k, cudaStream_t s, bool pdl)
@@ -424,6 +459,19 @@ extern "C" int v3_sgemm_backward_ok(atk_dims_t d, const atk_params_t *p, const f
     for (int i = 0; i < 7; i++) /* every gradient's start, and P */
         ok = ok && L.off[i] % 4 == 0;
     return ok;
+}
+
+extern "C" size_t v3_sgemm_workspace_floats(atk_dims_t d, int max_batch)
+{
+    if (max_batch < V3_SGEMM_MIN_BATCH)
+        return 0;
+    /* The most nodes of any batch up to max_batch: nc (single chunks) up to
+     * V3_SGEMM_SINGLE_MAX chunks, ceil(nc / 2) (pairs) at any nc. */
+    const int nc = auxtrunk_canon_chunks(max_batch);
+    const int single = nc < V3_SGEMM_SINGLE_MAX ? nc : V3_SGEMM_SINGLE_MAX;
+    const int pairs = (nc + 1) / 2;
+    const size_t nodes = (size_t)(single > pairs ? single : pairs);
+    return v2_workspace_carve(d, max_batch, NULL).floats + nodes * v2_grad_layout(d).off[6];
 }
 
 extern "C" cudaError_t v3_sgemm_prepare(void)
@@ -480,7 +528,6 @@ extern "C" cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, co
         return e;
 
     const int nc = auxtrunk_canon_chunks(batch);
-    const int nodes = (nc + 1) / 2;
     const bool single = nc == 1;
     const v2_grad_layout_t L = v2_grad_layout(d);
     Grads G = {};
@@ -505,6 +552,11 @@ extern "C" cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, co
         t += (G.db_n[q] + NT - 1) / NT;
     }
     G.start[6] = t;
+    int slots;
+    if ((e = grads_slots(&slots)) != cudaSuccess)
+        return e;
+    G.fold = grads_fold(nc, G.start[3], slots);
+    const int nodes = (nc + G.fold - 1) / G.fold;
     G.batch = batch;
     G.nc = nc;
     G.node_stride = single ? 0 : L.off[6];

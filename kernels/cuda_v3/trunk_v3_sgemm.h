@@ -7,16 +7,17 @@
  * per step and accumulator, so every output and every chunk partial is the
  * canonical chain of abi/auxtrunk_canon.h; the chunk partials are summed in
  * pairs (the tree's first level, left + right) by the launch that makes
- * them, and the rest of the tree is cuda-v2's (v2_tree_sum). No atomics, no
+ * them, or, where that launch's blocks would leave a short last wave, left
+ * single; the rest of the tree is cuda-v2's (v2_tree_sum). No atomics, no
  * host synchronisation, every launch on the caller's stream; x is never
  * differentiated.
  *
  * Tile: 128 x 128 outputs per block of 256 threads, 8 x 8 per thread, two
  * blocks per SM (at most 128 registers). A warp holds 4 x 8 threads; a
  * thread's rows are two runs of 4, 16 apart, its columns two runs of 4, 32
- * apart, so that each 16-byte fragment load of a warp touches 4 (rows) or 8
- * (columns) distinct 16-byte words of shared memory: one wavefront on the
- * H200 (docs/floors-h200.md). With both operands stored reduction-major in
+ * apart: each 16-byte fragment load of a warp touches one word per
+ * quarter-warp (rows: 2 shared-memory clocks on the H200) or 8 (columns: 4
+ * clocks; docs/floors-h200.md). With both operands stored reduction-major in
  * shared memory, a step is 4 such loads and 64 FMAs, and the next step's
  * fragments load while this one's FMAs issue. A row-major operand (the
  * activations, as the ABI and the records hold them) is transposed on its
@@ -26,12 +27,15 @@
  * Launch sequence (fixed for a given batch):
  *   forward:  layer 1 (bias+ELU), layer 2 (bias+ELU), layer 3 (bias)
  *   backward: W2ᵀ/W3ᵀ copy (v2_transpose_hidden_weights), dh2_pre, dh1_pre,
- *             the dW/db chunk-pair partials, the tree (v2_tree_sum)
+ *             the dW/db partials of single chunks or chunk pairs (which
+ *             of the two: by the batch and the GPU's size), the tree
+ *             (v2_tree_sum)
  * Every launch after the first of a call is a programmatic dependent of
  * the one before (trunk_v2_pdl.cuh).
  * Domain: every width a multiple of 4 and every pointer 16-byte aligned
  * (v3_sgemm_forward_ok, v3_sgemm_backward_ok); the workspace is cuda-v2's
- * (v2_workspace_carve; the partials are at most v2_workspace_floats').
+ * carve (v2_workspace_carve) with room for the nodes
+ * (v3_sgemm_workspace_floats).
  */
 #ifndef AUXTRUNK_TRUNK_V3_SGEMM_H
 #define AUXTRUNK_TRUNK_V3_SGEMM_H
@@ -47,12 +51,23 @@ extern "C" {
 /* Smallest batch v3_forward and v3_backward give to this path. */
 #define V3_SGEMM_MIN_BATCH 16384
 
+/* Most chunks for which the weight-gradient launch may give each block a
+ * single chunk instead of a pair (more tree nodes; see grads_fold in
+ * trunk_v3_sgemm.cu). 128 chunks (B = 32,768) need no more nodes than the
+ * pairs of the largest batch the bench runs, 65,536. */
+#define V3_SGEMM_SINGLE_MAX 128
+
 /* 1 if the call is in this path's domain (above). */
 int v3_sgemm_forward_ok(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                         const float *h2, const float *out);
 int v3_sgemm_backward_ok(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                          const float *h2, const float *dout, const atk_grads_t *g,
                          const float *workspace, int batch);
+
+/* Workspace floats this path needs for batches up to max_batch (0 below
+ * V3_SGEMM_MIN_BATCH): cuda-v2's carve (v2_workspace_carve) and the tree's
+ * nodes, which may be one per chunk up to V3_SGEMM_SINGLE_MAX chunks. */
+size_t v3_sgemm_workspace_floats(atk_dims_t d, int max_batch);
 
 /* Loads the kernels and raises their shared-memory limits; once per device. */
 cudaError_t v3_sgemm_prepare(void);

@@ -12,11 +12,15 @@
  * handle the exact kernels (AUXTRUNK_CAP_EXACT holds for it).
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
- * v3_workspace_floats(dims, max_batch) floats, the larger of cuda-v2's
- * workspace and the fused path's (48 KiB of flags, dh2/dh1
+ * v3_workspace_floats(dims, max_batch) floats, the largest of cuda-v2's
+ * workspace, the fused path's (48 KiB of flags, dh2/dh1
  * [min(max_batch, 1024), H2+H1], two tree nodes of all P parameters when
- * max_batch > 512): the two paths never run in one call. For the production
- * topology that is cuda-v2's figure (plugin/cuda_v2/plugin_cuda_v2.c). In
+ * max_batch > 512) and the large-batch path's (cuda-v2's carve, and one
+ * tree node of P floats per chunk up to 128 chunks, per chunk pair above:
+ * v3_sgemm_workspace_floats): the paths never run in one call. For the
+ * production topology that is cuda-v2's figure
+ * (plugin/cuda_v2/plugin_cuda_v2.c) but for max_batch from 16,384 to
+ * 65,024, where up to 64 nodes more (42 MB at 32,768) are kept. In
  * fast mode v3_fast_workspace_floats (trunk_v3_fast.h says what it holds).
  */
 #include "auxtrunk.h"

@@ -683,9 +683,14 @@ END_TEST
 #ifdef CUDA_LARGE_EXACT_MIN_BATCH
 /* A plugin with a large-batch exact path of its own (cuda-v3 from
  * CUDA_LARGE_EXACT_MIN_BATCH): its first batch and odd ones past it (a
- * last chunk of 3 samples, an odd chunk count whose last pair is one
- * chunk; 33 and more nodes, so the tree takes its two launches), partial
- * tiles in every dimension (widths below and between multiples of 128). */
+ * last chunk of 3 samples, an odd chunk count; 33 and more nodes, so the
+ * tree takes its two launches), partial tiles in every dimension (widths
+ * below and between multiples of 128). cuda-v3's weight-gradient launch
+ * gives a block one chunk or a pair of them (the tree's first level): up to
+ * 128 chunks it may take either, by the GPU's size, above only pairs, so
+ * the last two sweeps (129 and 159 chunks, an odd count whose last pair is
+ * one chunk) take pairs whatever the GPU. They stay out of quick mode, which
+ * the sanitizers run (their 150 s each in tests/cuda/run_on_gpu.sh). */
 START_TEST(exact_large_batches)
 {
     REQUIRE_GPU();
@@ -695,6 +700,8 @@ START_TEST(exact_large_batches)
         {{20, 36, 12, 8}, L + 116, {L + 1, L + 116, 0}, 1 << 30, 1},
         {{256, 64, 32, 200}, L + 16, {L + 16, 0}, 0, 1},
         {{132, 260, 124, 4}, L + 255, {L + 255, 0}, 0, 0},
+        {{4, 8, 12, 4}, 40545, {40545, 0}, 1 << 30, 0},
+        {PRODUCTION, 2 * L + 1, {2 * L + 1, 0}, 0, 0},
     };
     run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x5c);
 }
