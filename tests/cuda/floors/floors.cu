@@ -59,111 +59,33 @@ static double median(std::vector<double> v)
 constexpr int SMEM_ITERS = 2048;
 constexpr int SMEM_UNROLL = 8;
 
-/* W bytes per lane; lane l reads element (l % D) of a contiguous array, so a
- * warp touches D distinct W-byte words, all in distinct banks when D*W <= 128. */
-template <int W>
-__global__ void __launch_bounds__(1024)
-    smem_kernel(int distinct, unsigned long long *cycles, unsigned *sink)
+constexpr int SMEM_WORDS = 4096; /* the load kernels' shared buffer, 4-byte words */
+
+/* Fills the block's buffer (buf[i] = i) and returns the shared-memory
+ * address of this thread's word (`word`, of `bytes` bytes each). */
+__device__ __forceinline__ unsigned load_buffer(unsigned *buf, int word, int bytes)
 {
-    __shared__ __align__(16) unsigned buf[4096];
-    for (int i = threadIdx.x; i < 4096; i += blockDim.x)
+    for (int i = threadIdx.x; i < SMEM_WORDS; i += blockDim.x)
         buf[i] = i;
     __syncthreads();
-    const int lane = threadIdx.x & 31;
-    const unsigned base =
-        (unsigned)__cvta_generic_to_shared(buf) + (unsigned)((lane % distinct) * W);
-    unsigned acc = 0;
-    __syncthreads();
-    const long long t0 = clock64();
-    for (int it = 0; it < SMEM_ITERS; it++) {
-#pragma unroll
-        for (int u = 0; u < SMEM_UNROLL; u++) {
-            /* Each unrolled load reads a different 512-byte row; volatile,
-             * so that ptxas neither merges nor hoists them out of the loop
-             * (plain loads left it: docs/floors-h200.md). */
-            const unsigned a = base + (unsigned)(u * 512);
-            if constexpr (W == 4) {
-                unsigned v;
-                asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
-                acc += v;
-            } else if constexpr (W == 8) {
-                unsigned v0, v1;
-                asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];"
-                             : "=r"(v0), "=r"(v1)
-                             : "r"(a));
-                acc += v0 ^ v1;
-            } else {
-                unsigned v0, v1, v2, v3;
-                asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                             : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
-                             : "r"(a));
-                acc += v0 ^ v1 ^ v2 ^ v3;
-            }
-        }
-    }
+    return (unsigned)__cvta_generic_to_shared(buf) + (unsigned)(word * bytes);
+}
+
+/* Thread 0 of each block records the cycles since t0, once the whole block
+ * is done. */
+__device__ __forceinline__ void record_cycles(long long t0, unsigned long long *cycles)
+{
     __syncthreads();
     const long long t1 = clock64();
     if (threadIdx.x == 0)
         cycles[blockIdx.x] = (unsigned long long)(t1 - t0);
-    if (acc == 0x12345678u)
-        sink[0] = acc;
 }
 
-template <int W>
-static double smem_rate(int distinct)
-{
-    const int blocks = g_prop.multiProcessorCount;
-    unsigned long long *cyc;
-    unsigned *sink;
-    CK(cudaMalloc(&cyc, blocks * sizeof *cyc));
-    CK(cudaMalloc(&sink, sizeof *sink));
-    std::vector<double> rates;
-    for (int rep = 0; rep < 3; rep++) {
-        smem_kernel<W><<<blocks, 1024>>>(distinct, cyc, sink);
-        CK(cudaGetLastError());
-        CK(cudaDeviceSynchronize());
-        std::vector<unsigned long long> h(blocks);
-        CK(cudaMemcpy(h.data(), cyc, blocks * sizeof *cyc, cudaMemcpyDeviceToHost));
-        for (int b = 0; b < blocks; b++)
-            rates.push_back(32.0 * SMEM_ITERS * SMEM_UNROLL / (double)h[b]);
-    }
-    CK(cudaFree(cyc));
-    CK(cudaFree(sink));
-    return median(rates);
-}
-
-static void run_smem()
-{
-    printf("\n## Shared-memory loads: warp-instructions per SM clock (1,024 threads per SM)\n\n");
-    const int ds[] = {1, 2, 4, 8, 16, 32};
-    printf("| distinct addresses per warp |");
-    for (int d : ds)
-        printf(" %d |", d);
-    printf("\n|---|---|---|---|---|---|---|\n");
-    printf("| LDS.32 |");
-    for (int d : ds)
-        printf(" %.2f |", smem_rate<4>(d));
-    printf("\n| LDS.64 |");
-    for (int d : ds)
-        printf(" %.2f |", smem_rate<8>(d));
-    printf("\n| LDS.128 |");
-    for (int d : ds)
-        printf(" %.2f |", smem_rate<16>(d));
-    printf("\n");
-}
-
-/* --------------------------------------------------------------- smempat -- */
-
-/* Shared-memory loads by the warp's pattern of addresses: lane l reads word
- * pattern(l) (W bytes each) of a contiguous array. The patterns are those of
- * a warp of R x C threads, each thread's fragment starting at word
- * (l / C) for the row operand and (l % C) for the column operand:
- * quarter-uniform (l >> 3) is a 4 x 8 warp's rows, quarter-replicated
- * (l & 7) its columns, and so on. The loop does nothing but the loads (the
- * values are folded into the sink once, after it), so the rate is the
- * shared-memory pipe's, not the integer pipe's; the smem table above folds
- * every load into an integer and is bound by that at 1 and 2 distinct
- * addresses. */
+/* Address patterns of the smempat table: lane l reads word pattern(l) (W
+ * bytes each) of a contiguous array. They are those of a warp of R x C
+ * threads, each thread's fragment starting at word (l / C) for the row
+ * operand and (l % C) for the column operand: quarter-uniform (l >> 3) is a
+ * 4 x 8 warp's rows, quarter-replicated (l & 7) its columns, and so on. */
 enum Pattern { PAT_ALL_SAME, PAT_HALF_UNIFORM, PAT_QUARTER_UNIFORM, PAT_EIGHTH_UNIFORM,
                PAT_QUARTER_REPL, PAT_HALF_REPL, PAT_ALL_DISTINCT, PAT_MOD4, PAT_COUNT };
 
@@ -191,48 +113,65 @@ __device__ __forceinline__ int pattern_word(int p, int l)
     }
 }
 
+/* One W-byte shared-memory load into v[0 .. W/4 - 1]; volatile, so that
+ * ptxas neither merges the loads nor hoists them out of the loop (plain
+ * loads left it: docs/floors-h200.md). */
 template <int W>
-__global__ void __launch_bounds__(1024)
-    smempat_kernel(int pattern, unsigned long long *cycles, unsigned *sink)
+__device__ __forceinline__ void lds(unsigned (&v)[4], unsigned a)
 {
-    __shared__ __align__(16) unsigned buf[4096];
-    for (int i = threadIdx.x; i < 4096; i += blockDim.x)
-        buf[i] = i;
-    __syncthreads();
+    if constexpr (W == 4)
+        asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v[0]) : "r"(a));
+    else if constexpr (W == 8)
+        asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "r"(a));
+    else
+        asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                     : "r"(a));
+}
+
+/* W bytes per lane. FOLD (the smem table): lane l reads word (l % arg) of a
+ * contiguous array, so a warp touches arg distinct W-byte words, all in
+ * distinct banks when arg*W <= 128, and every load is folded into an
+ * integer at once (which binds the rate at 1 and 2 words: the integer pipe,
+ * not shared memory). Otherwise (the smempat table): lane l reads word
+ * pattern_word(arg, l), and the loop does nothing but the loads (the values
+ * are folded once, after it). Each unrolled load reads a different 512-byte
+ * row. */
+template <int W, bool FOLD>
+__global__ void __launch_bounds__(1024)
+    smem_kernel(int arg, unsigned long long *cycles, unsigned *sink)
+{
+    __shared__ __align__(16) unsigned buf[SMEM_WORDS];
     const int lane = threadIdx.x & 31;
-    const unsigned base =
-        (unsigned)__cvta_generic_to_shared(buf) + (unsigned)(pattern_word(pattern, lane) * W);
+    const unsigned base = load_buffer(buf, FOLD ? lane % arg : pattern_word(arg, lane), W);
     unsigned r[SMEM_UNROLL][4] = {};
+    unsigned acc = 0;
     __syncthreads();
     const long long t0 = clock64();
     for (int it = 0; it < SMEM_ITERS; it++) {
 #pragma unroll
         for (int u = 0; u < SMEM_UNROLL; u++) {
-            const unsigned a = base + (unsigned)(u * 512);
-            if constexpr (W == 8)
-                asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];"
-                             : "=r"(r[u][0]), "=r"(r[u][1])
-                             : "r"(a));
-            else
-                asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                             : "=r"(r[u][0]), "=r"(r[u][1]), "=r"(r[u][2]), "=r"(r[u][3])
-                             : "r"(a));
+            lds<W>(r[u], base + (unsigned)(u * 512));
+            if constexpr (FOLD)
+                acc += r[u][0] ^ r[u][1] ^ r[u][2] ^ r[u][3];
         }
     }
-    __syncthreads();
-    const long long t1 = clock64();
-    if (threadIdx.x == 0)
-        cycles[blockIdx.x] = (unsigned long long)(t1 - t0);
-    unsigned acc = 0;
+    record_cycles(t0, cycles);
+    if constexpr (!FOLD) {
 #pragma unroll
-    for (int u = 0; u < SMEM_UNROLL; u++)
-        acc ^= r[u][0] ^ r[u][1] ^ r[u][2] ^ r[u][3];
+        for (int u = 0; u < SMEM_UNROLL; u++)
+            acc ^= r[u][0] ^ r[u][1] ^ r[u][2] ^ r[u][3];
+    }
     if (acc == 0x12345678u)
         sink[0] = acc;
 }
 
-template <int W>
-static double smempat_rate(int pattern)
+typedef void (*load_kernel_t)(int, unsigned long long *, unsigned *);
+
+/* Warp-instructions per SM clock of a load kernel (one block of 1,024
+ * threads per SM, SMEM_ITERS x SMEM_UNROLL loads per thread): the median
+ * over blocks and three launches. */
+static double load_rate(load_kernel_t kernel, int arg)
 {
     const int blocks = g_prop.multiProcessorCount;
     unsigned long long *cyc;
@@ -241,7 +180,7 @@ static double smempat_rate(int pattern)
     CK(cudaMalloc(&sink, sizeof *sink));
     std::vector<double> rates;
     for (int rep = 0; rep < 3; rep++) {
-        smempat_kernel<W><<<blocks, 1024>>>(pattern, cyc, sink);
+        kernel<<<blocks, 1024>>>(arg, cyc, sink);
         CK(cudaGetLastError());
         CK(cudaDeviceSynchronize());
         std::vector<unsigned long long> h(blocks);
@@ -254,6 +193,41 @@ static double smempat_rate(int pattern)
     return median(rates);
 }
 
+template <int W>
+static double smem_rate(int distinct)
+{
+    return load_rate(smem_kernel<W, true>, distinct);
+}
+
+template <int W>
+static double smempat_rate(int pattern)
+{
+    return load_rate(smem_kernel<W, false>, pattern);
+}
+
+static void run_smem()
+{
+    printf("\n## Shared-memory loads: warp-instructions per SM clock (1,024 threads per SM)\n\n");
+    const int ds[] = {1, 2, 4, 8, 16, 32};
+    printf("| distinct addresses per warp |");
+    for (int d : ds)
+        printf(" %d |", d);
+    printf("\n|---|---|---|---|---|---|---|\n");
+    printf("| LDS.32 |");
+    for (int d : ds)
+        printf(" %.2f |", smem_rate<4>(d));
+    printf("\n| LDS.64 |");
+    for (int d : ds)
+        printf(" %.2f |", smem_rate<8>(d));
+    printf("\n| LDS.128 |");
+    for (int d : ds)
+        printf(" %.2f |", smem_rate<16>(d));
+    printf("\n");
+}
+
+/* --------------------------------------------------------------- smempat -- */
+
+/* 64- and 128-bit loads by the warp's address pattern (Pattern, above). */
 static void run_smempat()
 {
     printf("\n## Shared-memory loads by address pattern: warp-instructions per SM clock, and SM "
