@@ -1130,13 +1130,13 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
                                     V3W_KERNELS(V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT),
                                     V3W_KERNELS(STAGING_ROWS, EPI_ELU_GRAD)};
 #undef V3W_KERNELS
+    /* per shape, for the forward's ring (the first six kernels) and the
+     * hidden gradients' (the last three) */
     constexpr int FS = ring_stages<EPI_BIAS_ACT>(), HS = ring_stages<EPI_ELU_GRAD>();
-    const int smem[9] = {
-        layer_smem_bytes<BM, BN, FS>(),        layer_smem_bytes<BM_SHORT, BN, FS>(),
-        layer_smem_bytes<BM, BN_NARROW, FS>(), layer_smem_bytes<BM, BN, FS>(),
-        layer_smem_bytes<BM_SHORT, BN, FS>(),  layer_smem_bytes<BM, BN_NARROW, FS>(),
-        layer_smem_bytes<BM, BN, HS>(),        layer_smem_bytes<BM_SHORT, BN, HS>(),
-        layer_smem_bytes<BM, BN_NARROW, HS>()};
+    const int fwd_smem[3] = {layer_smem_bytes<BM, BN, FS>(), layer_smem_bytes<BM_SHORT, BN, FS>(),
+                             layer_smem_bytes<BM, BN_NARROW, FS>()};
+    const int hid_smem[3] = {layer_smem_bytes<BM, BN, HS>(), layer_smem_bytes<BM_SHORT, BN, HS>(),
+                             layer_smem_bytes<BM, BN_NARROW, HS>()};
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kernels[0]) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image for this device: an answer, not an error */
@@ -1151,7 +1151,8 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         return cudaSuccess;
     for (int i = 0; i < 9; i++)
         if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      smem[i])) != cudaSuccess)
+                                      i < 6 ? fwd_smem[i % 3] : hid_smem[i % 3])) !=
+            cudaSuccess)
             return e;
     if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES)) !=

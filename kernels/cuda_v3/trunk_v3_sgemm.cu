@@ -397,18 +397,16 @@ inline int grads_fold(int nc, int tiles, int slots)
     return one < 2 * two ? 1 : 2;
 }
 
-/* Blocks of grads_kernel resident at once on the current device. */
-inline cudaError_t grads_slots(int *slots)
+/* Per device: blocks of grads_kernel resident at once, found by
+ * v3_sgemm_prepare (0 before it: grads_fold then keeps pairs). */
+constexpr int MAX_DEVICES = 64;
+int g_slots[MAX_DEVICES];
+
+/* The current device's g_slots entry (0 where it has none). */
+inline int grads_slots()
 {
-    int dev, sms, per_sm;
-    cudaError_t e;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grads_kernel, NT, SMEM)) !=
-            cudaSuccess)
-        return e;
-    *slots = sms * per_sm;
-    return cudaSuccess;
+    int dev;
+    return cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < MAX_DEVICES ? g_slots[dev] : 0;
 }
 
 template <int EPI>
@@ -482,6 +480,14 @@ extern "C" cudaError_t v3_sgemm_prepare(void)
         (e = touch(gemm_kernel<EPI_ELU_GRAD>)) != cudaSuccess ||
         (e = touch(grads_kernel)) != cudaSuccess)
         return e;
+    int dev, sms, per_sm;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grads_kernel, NT, SMEM)) !=
+            cudaSuccess)
+        return e;
+    if (dev >= 0 && dev < MAX_DEVICES)
+        g_slots[dev] = sms * per_sm;
     return cudaSuccess;
 }
 
@@ -552,10 +558,7 @@ extern "C" cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, co
         t += (G.db_n[q] + NT - 1) / NT;
     }
     G.start[6] = t;
-    int slots;
-    if ((e = grads_slots(&slots)) != cudaSuccess)
-        return e;
-    G.fold = grads_fold(nc, G.start[3], slots);
+    G.fold = grads_fold(nc, G.start[3], grads_slots());
     const int nodes = (nc + G.fold - 1) / G.fold;
     G.batch = batch;
     G.nc = nc;

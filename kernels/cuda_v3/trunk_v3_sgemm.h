@@ -69,7 +69,10 @@ int v3_sgemm_backward_ok(atk_dims_t d, const atk_params_t *p, const float *x, co
  * nodes, which may be one per chunk up to V3_SGEMM_SINGLE_MAX chunks. */
 size_t v3_sgemm_workspace_floats(atk_dims_t d, int max_batch);
 
-/* Loads the kernels and raises their shared-memory limits; once per device. */
+/* Loads the kernels, raises their shared-memory limits and notes how many
+ * weight-gradient blocks the current device holds at once (which the
+ * backward's choice of single chunks or pairs needs; a device this was not
+ * called on gets pairs); once per device. */
 cudaError_t v3_sgemm_prepare(void);
 
 /* As v2_forward and v2_backward (trunk_v2.h), bit for bit; the calls must be
