@@ -60,6 +60,7 @@
 #include "auxtrunk_canon.h"
 #include "trunk_v2_pdl.cuh"
 #include "trunk_v3_sync.cuh"
+#include "trunk_v3_wgmma.cuh"
 
 namespace {
 
@@ -138,16 +139,14 @@ struct Layer {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-/* A shared-memory matrix descriptor for a K-major operand in 128-byte
- * swizzle: rows of 128 bytes, 8-row atoms 1024 bytes apart (stride byte
- * offset), leading byte offset unused in this mode (1 by convention). The
- * address may step by 32 bytes inside a row (the next k8 of the slab): the
- * hardware swizzles the address it forms, the atom base stays 1024-aligned. */
-__device__ __forceinline__ uint64_t desc_sw128(unsigned saddr)
-{
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) |
-           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
+using v3wgmma::desc_sw128;
+using v3wgmma::tma_load_2d;
+using v3wgmma::wgmma_commit;
+using v3wgmma::wgmma_fence;
+using v3wgmma::wgmma_m64n128k8;
+using v3wgmma::wgmma_m64n64k8;
+using v3wgmma::wgmma_wait_all;
+using v3wgmma::wgmma_wait_one;
 
 /* Byte offset of element (row r, k) of a slab in the 128-byte swizzle: the
  * 16-byte chunk index is xored with the row's index within its atom, as the
@@ -167,71 +166,6 @@ __device__ __forceinline__ float to_tf32_rn(float f)
 /* ELU from the hardware exponential, as cuda-v2's fast mode (trunk_v2_fast.cu). */
 __device__ __forceinline__ float elu_fast(float z) { return z > 0.0f ? z : __expf(z) - 1.0f; }
 
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap *map, int c0, int c1,
-                                            unsigned bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
-
-__device__ __forceinline__ void wgmma_fence()
-{
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit()
-{
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait_all()
-{
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-}
-/* Waits until at most one committed group of this warpgroup is pending. */
-__device__ __forceinline__ void wgmma_wait_one()
-{
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-}
-
-/* d[64] += A (64 x 8, descriptor) · B (8 x 128, descriptor), fp32 accumulate. */
-#define V3W_R8(i)                                                                               \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
-__device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uint64_t db)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "setp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                 "%64, %65, p, 1, 1;\n"
-                 "}"
-                 : V3W_R8(0), V3W_R8(8), V3W_R8(16), V3W_R8(24), V3W_R8(32), V3W_R8(40), V3W_R8(48),
-                   V3W_R8(56)
-                 : "l"(da), "l"(db), "r"(1)
-                 : "memory");
-}
-
-/* d[32] += A (64 x 8, descriptor) · B (8 x 64, descriptor), fp32 accumulate. */
-__device__ __forceinline__ void wgmma_m64n64k8(float (&d)[32], uint64_t da, uint64_t db)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "setp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "%32, %33, p, 1, 1;\n"
-                 "}"
-                 : V3W_R8(0), V3W_R8(8), V3W_R8(16), V3W_R8(24)
-                 : "l"(da), "l"(db), "r"(1)
-                 : "memory");
-}
-#undef V3W_R8
 
 /* One slab's k8 steps of a warpgroup: acc += A · B over BK, in k order. */
 template <int NACC>

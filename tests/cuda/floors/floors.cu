@@ -18,8 +18,10 @@
  *   graph    whether a cooperative launch, a cluster launch and both at once
  *            are captured into a CUDA graph and replayed (and what a replay
  *            of one such node, and of a memset node before it, costs)
+ *   wgmma    the TF32 wgmma's rate in the loop shape of fast mode's kernels
+ *            (floors_wgmma.cu, an sm_90a build)
  *
- *   auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|all]   (default all)
+ *   auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|wgmma|all]   (default all)
  *
  * Not a test: it asserts nothing about the numbers; it exits non-zero only
  * when a CUDA call fails, and prints what failed.
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "../cuda_ck.h"
+#include "floors_wgmma.h"
 #include "trunk_v3_sync.cuh"
 
 using namespace v3sync;
@@ -753,7 +756,7 @@ int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "all";
     if (!strcmp(what, "--help") || !strcmp(what, "-h")) {
-        printf("usage: auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|all]\n"
+        printf("usage: auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|wgmma|all]\n"
                "Measures the hardware costs behind docs/floors-h200.md on the current GPU\n"
                "and prints them as Markdown tables.\n");
         return 0;
@@ -776,6 +779,8 @@ int main(int argc, char **argv)
         run_flags(), any = true;
     if (all || !strcmp(what, "graph"))
         run_graph(), any = true;
+    if (all || !strcmp(what, "wgmma"))
+        floors_wgmma(g_prop), any = true;
     if (!any) {
         fprintf(stderr, "auxtrunk-floors: unknown measurement '%s' (try --help)\n", what);
         return 2;
