@@ -53,14 +53,25 @@ bool wgmma_backward_takes(atk_dims_t d, const atk_params_t *p, const float *x, c
            aligned16(g->db2) && aligned16(g->dw3) && aligned16(g->db3);
 }
 
+/* Where the chain kernel's prepared weights go in the workspace: after the
+ * backward's carve and the weight gradients' partials (both sized for
+ * this batch, never more than for the handle's max_batch). */
+float *chain_scratch(atk_dims_t d, int batch, float *workspace)
+{
+    return v2_workspace_carve(d, batch, workspace).partials + v3_wgmma_weight_grads_floats(d, batch);
+}
+
 } /* namespace */
 
 extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
     const size_t exact = v3_workspace_floats(d, max_batch);
     const size_t fast = v2_fast_workspace_floats(d, max_batch);
-    const size_t wgrad =
-        v2_workspace_carve(d, max_batch, NULL).floats + v3_wgmma_weight_grads_floats(d, max_batch);
+    /* the chain's prepared weights only where fast mode can pick it */
+    const size_t chain =
+        V3_WGMMA_CHAIN_MAX_BATCH >= V3_WGMMA_MIN_BATCH ? v3_wgmma_chain_scratch_floats(d) : 0;
+    const size_t wgrad = v2_workspace_carve(d, max_batch, NULL).floats +
+                         v3_wgmma_weight_grads_floats(d, max_batch) + chain;
     const size_t most = fast > exact ? fast : exact;
     return wgrad > most ? wgrad : most;
 }
@@ -75,13 +86,15 @@ extern "C" cudaError_t v3_fast_prepare(void)
 
 extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x,
                                        int batch, float *h1, float *h2, float *out,
-                                       cudaStream_t stream)
+                                       float *workspace, cudaStream_t stream)
 {
     if (!wgmma_forward_takes(d, p, x, batch, h1, h2, out))
         return batch < V2_FAST_MIN_BATCH ? v3_forward(d, p, x, batch, h1, h2, out, stream)
                                          : v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
-    if (batch <= V3_WGMMA_CHAIN_MAX_BATCH && v3_wgmma_chain_supported(d))
-        return v3_wgmma_forward(d, p, x, batch, h1, h2, out, stream); /* one launch */
+    if (batch <= V3_WGMMA_CHAIN_MAX_BATCH && v3_wgmma_chain_supported(d) && workspace &&
+        aligned16(workspace)) /* the prepared weights, then one launch */
+        return v3_wgmma_forward(d, p, x, batch, h1, h2, out, chain_scratch(d, batch, workspace),
+                                stream);
     /* the first launch of the call is an ordinary one: whatever the caller
      * queued before (an optimizer step writing the weights) is complete
      * before any block runs; the next ones stage their weights early */
@@ -112,7 +125,8 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
     /* one chain launch, or an ordinary first launch and a dependent (as in
      * the forward): the same bits */
     if (batch <= V3_WGMMA_CHAIN_MAX_BATCH && v3_wgmma_chain_supported(d))
-        e = v3_wgmma_hidden_grads(d, p, dout, h1, h2, batch, W.dh2, W.dh1, stream);
+        e = v3_wgmma_hidden_grads(d, p, dout, h1, h2, batch, W.dh2, W.dh1,
+                                  chain_scratch(d, batch, workspace), stream);
     else if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0,
                                        V3_WGMMA_TILE_AUTO, stream)) == cudaSuccess)
         e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, V3_WGMMA_TILE_AUTO,

@@ -48,7 +48,10 @@
  *
  * Workspace: the largest of cuda-v3's exact workspace, cuda-v2's fast
  * workspace (either may run) and cuda-v2's carve (dh2_pre, dh1_pre, W2ᵀ,
- * W3ᵀ) followed by v3_wgmma_weight_grads' chunk partials.
+ * W3ᵀ) followed by v3_wgmma_weight_grads' chunk partials and, where fast
+ * mode can pick the chain kernel (V3_WGMMA_CHAIN_MAX_BATCH below), its
+ * prepared weights (v3_wgmma_chain_scratch_floats; the forward puts them
+ * there too).
  *
  * The Hopper layer GEMM below (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a):
  * with staging variant 1 it measured slower than cuda-v2's fast forward at
@@ -81,8 +84,11 @@ size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch);
 /* v3_prepare, v2_fast_prepare and v3_wgmma_prepare. Once per device at init. */
 cudaError_t v3_fast_prepare(void);
 
+/* workspace: the handle's (v3_fast_workspace_floats), used as the chain
+ * kernel's scratch where fast mode picks it; NULL runs the layer launches. */
 cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
-                            float *h1, float *h2, float *out, cudaStream_t stream);
+                            float *h1, float *h2, float *out, float *workspace,
+                            cudaStream_t stream);
 cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                              const float *h2, const float *dout, int batch, const atk_grads_t *g,
                              int accumulate, float *workspace, cudaStream_t stream);
@@ -184,32 +190,37 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
  * launch of one 64-row tile per block, each layer's output kept in shared
  * memory as the next layer's A operand and written to device memory as
  * well (the records h1, h2 and out; dh2_pre and dh1_pre, which the weight
- * gradients read). The weights reach the tensor cores slab by slab through
- * registers, two slabs in flight per thread (W transposed on the way for
- * the forward, as V3_WGMMA_STAGING_BLOCK4 does; W3, W2 as stored for the
- * hidden gradients). Every output element gets the k order, the rounding
- * and the epilogue of the launches above: the same bits as
- * v3_wgmma_layer's three launches (x → h1 → h2 → out) and
+ * gradients read). The weights reach the tensor cores slab by slab by TMA
+ * from a copy in scratch that a first, small launch writes: K-major (Wᵀ for
+ * the forward, W3 and W2 as stored for the hidden gradients) and rounded to
+ * TF32 as the layer launches round them. Every output element gets the k
+ * order, the rounding and the epilogue of the launches above: the same bits
+ * as v3_wgmma_layer's three launches (x → h1 → h2 → out) and
  * v3_wgmma_hidden_grad's two. Domain: every width a multiple of 4 and at
  * most 256 (v3_wgmma_chain_supported), batch >= 1, every pointer non-null
- * and, but the biases, 16-byte aligned; one ordinary launch on stream (the
- * first of a call), cudaErrorInvalidValue (nothing launched) outside it or
- * before a successful v3_wgmma_prepare on this device.
+ * and, but the biases, 16-byte aligned; scratch holds
+ * v3_wgmma_chain_scratch_floats(d) floats (0 outside the domain) and nothing
+ * else may use it until the chain is done. Two launches on stream, the
+ * first an ordinary one (whatever the caller queued before is complete
+ * before it runs); cudaErrorInvalidValue (nothing launched) outside the
+ * domain or before a successful v3_wgmma_prepare on this device.
  * Fast mode takes it for batches from V3_WGMMA_MIN_BATCH to
- * V3_WGMMA_CHAIN_MAX_BATCH, which is 0: on the H200 it measured about 2x
- * slower than the layer launches at every batch (the forward 55 µs against
- * 21–34 at 1,024–8,192, whatever the number of tiles: about 2 µs per B
- * slab against 0.26 µs of tensor work, with the cause not yet isolated;
- * docs/perf-notes-v3-fast.md, "The chain kernel"). It stays built and
- * tested (bit for bit against the layer launches) as the base of a chain
- * whose B slabs arrive by TMA. */
+ * V3_WGMMA_CHAIN_MAX_BATCH, which is 0: on the H200 it measured slower than
+ * the layer launches at every batch (the forward 29 µs against 21–26 at
+ * 1,024–4,096, 181 against 128 at 65,536; the hidden gradients 29 against
+ * 15 at 4,096): one tile per block at a time, so every tile's first loads,
+ * epilogue loads and stores wait with nothing to overlap them
+ * (docs/perf-notes-v3-fast.md, "The chain with B by TMA"). It stays built
+ * and tested (bit for bit against the layer launches) as the base of a
+ * persistent chain that overlaps them. */
 int v3_wgmma_chain_supported(atk_dims_t d);
+size_t v3_wgmma_chain_scratch_floats(atk_dims_t d);
 cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
-                             float *h1, float *h2, float *out, cudaStream_t stream);
+                             float *h1, float *h2, float *out, float *scratch, cudaStream_t stream);
 /* dh2 [batch, H2] = (dout · W3ᵀ) ⊙ ELU'(h2), dh1 [batch, H1] = (dh2 · W2ᵀ) ⊙ ELU'(h1). */
 cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p, const float *dout,
                                   const float *h1, const float *h2, int batch, float *dh2,
-                                  float *dh1, cudaStream_t stream);
+                                  float *dh1, float *scratch, cudaStream_t stream);
 #define V3_WGMMA_CHAIN_MAX_BATCH 0
 
 /* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's

@@ -630,18 +630,23 @@ __global__ void __launch_bounds__(SUM_THREADS)
 /* The chain kernel (v3_wgmma_chain_kernel): two or three layers of one
  * 64-row tile in one block, each layer's output kept in shared memory as the
  * next one's A operand (K-major, 128-byte swizzle, as the TMA writes it).
- * Its B operands come from the weights slab by slab through registers: a
- * thread holds two slabs' worth of loads in flight (sets 0 and 1: slab t in
- * set t % 2) and stores slab t + 1 into a ring of CH_STAGES stages while the
- * tensor cores run slab t. */
+ * Its B operands arrive by TMA as [256 n, 32 k] boxes (128 n for a narrow
+ * layer) into a ring of CH_STAGES stages on mbarriers, from a copy of the
+ * weights that v3_wgmma_chain_prep_kernel writes first: K-major (Wᵀ for the
+ * forward, W as stored for the hidden gradients) and rounded to TF32 as the
+ * layer launches round them while they stage, so that both give the same
+ * bits. One thread issues every copy; a stage is refilled once every
+ * warpgroup is done with it, and the ring runs across the layers, so the
+ * next layer's first slabs load during a layer's epilogue. */
 constexpr int CH_M = 64;                   /* rows per tile (one wgmma m) */
 constexpr int CH_ASLAB = CH_M * BK * 4;    /* 8 KiB: a [64, 32] slab of the tile */
 constexpr int CH_NMAX = 256;               /* widest layer output */
 constexpr int CH_WSLAB = CH_NMAX * BK * 4; /* 32 KiB: a [256 n, 32 k] B slab */
 constexpr int CH_STAGES = 3;               /* B ring */
 constexpr int CH_LAYERS = 3;
-constexpr int CH_REGS = CH_NMAX * BK / 4 / NT; /* float4 per thread and slab: 8 */
-constexpr int CH_SMEM_BYTES = 1024 + KMAX / BK * CH_ASLAB + CH_STAGES * CH_WSLAB + 8;
+/* the tile's activations, the B ring, the A mbarrier and one per stage */
+constexpr int CH_SMEM_BYTES =
+    1024 + KMAX / BK * CH_ASLAB + CH_STAGES * CH_WSLAB + 8 * (1 + CH_STAGES);
 static_assert(CH_SMEM_BYTES <= SMEM_BYTES, "v3_wgmma_prepare checks the largest kernel's need");
 
 struct ChainLayer {
@@ -650,8 +655,9 @@ struct ChainLayer {
     const float *y;    /* EPI_ELU_GRAD: [M, N], the record whose ELU' scales acc */
     float *c;          /* [M, N] */
     int n, k, elu;
-    int slabs; /* ceil(k / 32) */
-    int wide;  /* n > 128: a 256-column B slab, m64n128k8 per warpgroup; else 128, m64n64k8 */
+    int slabs;   /* ceil(k / 32) */
+    int wide;    /* n > 128: a 256-column B slab, m64n128k8 per warpgroup; else 128, m64n64k8 */
+    float *wcp;  /* the prepared copy of w: [N, K] k-contiguous, rounded to TF32 */
 };
 
 struct Chain {
@@ -660,124 +666,88 @@ struct Chain {
     int first[CH_LAYERS + 1]; /* the chain's slab index of each layer's first slab; [layers] all */
 };
 
+/* The B boxes of the chain's layers: a [256 or 128 n, 32 k] box of each
+ * layer's prepared copy. */
+struct ChainMaps {
+    CUtensorMap b[CH_LAYERS];
+};
+
+/* v3_wgmma_chain_prep_kernel: every layer's copy, element (j, i) of layer l
+ * (output j, input i) = TF32 (w[i][j]) for the forward (a transpose through a
+ * 32 x 33 shared tile), TF32 (w[j][i]) for a hidden gradient (a copy). One
+ * 32 x 32 tile per block, blocks layer by layer; thread (tx, ty) of 32 x 8. */
+constexpr int PREP_TILE = 32;
+
+template <int EPI>
+__global__ void __launch_bounds__(256) v3_wgmma_chain_prep_kernel(const __grid_constant__ Chain C)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __shared__ float tile[PREP_TILE][PREP_TILE + 1];
+    int b = blockIdx.x, l = 0;
+    for (;; l++) {
+        const ChainLayer &L = C.l[l];
+        const int tiles = ((L.n + PREP_TILE - 1) / PREP_TILE) * ((L.k + PREP_TILE - 1) / PREP_TILE);
+        if (b < tiles || l + 1 == C.layers)
+            break;
+        b -= tiles;
+    }
+    const ChainLayer &L = C.l[l];
+    const int tj = (L.n + PREP_TILE - 1) / PREP_TILE;
+    const int j0 = (b % tj) * PREP_TILE, i0 = (b / tj) * PREP_TILE;
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    if (EPI == EPI_BIAS_ACT) {
+        /* read w[i][j] along j (coalesced), write the copy's [j][i] along i */
+        for (int r = ty; r < PREP_TILE; r += 8) {
+            const int i = i0 + r, j = j0 + tx;
+            tile[r][tx] = i < L.k && j < L.n ? __ldg(L.w + (size_t)i * L.n + j) : 0.0f;
+        }
+        __syncthreads();
+        for (int r = ty; r < PREP_TILE; r += 8) {
+            const int j = j0 + r, i = i0 + tx;
+            if (j < L.n && i < L.k)
+                L.wcp[(size_t)j * L.k + i] = to_tf32_rn(tile[tx][r]);
+        }
+    } else {
+        for (int r = ty; r < PREP_TILE; r += 8) {
+            const int j = j0 + r, i = i0 + tx;
+            if (j < L.n && i < L.k)
+                L.wcp[(size_t)j * L.k + i] = to_tf32_rn(__ldg(L.w + (size_t)j * L.k + i));
+        }
+    }
+#else
+    (void)C;
+#endif
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-/* Layer and slab of the chain's slab t. */
+/* Layer of the chain's slab t. */
 __device__ __forceinline__ int chain_layer_of(const Chain &C, int t)
 {
     return t >= C.first[2] && C.layers > 2 ? 2 : t >= C.first[1] ? 1 : 0;
 }
 
-/* Loads the chain's B slab t into r: for a forward layer (EPI_BIAS_ACT) the
- * 4 x 4 blocks of W [K, N] that stage_wt_block4 takes, block b = tid + NT·i
- * at columns 4 (b mod TN/4), k rows 4 (b / (TN/4)) of the slab; for a hidden
- * gradient the 16-byte chunks of w [N, K] that stage_w_rows takes, chunk
- * c = tid + NT·i at row c / 8, k 4 (c mod 8) of the slab. Zero past N and K. */
-template <int EPI>
-__device__ __forceinline__ void chain_load(float4 (&r)[CH_REGS], const Chain &C, int t)
-{
-    const int l = chain_layer_of(C, t);
-    const ChainLayer &L = C.l[l];
-    const int s = t - C.first[l], tid = threadIdx.x;
-    const int k_base = s * BK;
-    if (EPI == EPI_BIAS_ACT) {
-        const int lg = L.wide ? 6 : 5; /* log2 of the slab's 4-column groups */
-#pragma unroll
-        for (int i = 0; i < CH_REGS / 4; i++) {
-            const int b = tid + NT * i, n = 4 * (b & ((1 << lg) - 1)), k0 = k_base + 4 * (b >> lg);
-            const bool live = (i == 0 || L.wide) && n < L.n;
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                r[4 * i + e] =
-                    live && k0 + e < L.k
-                        ? __ldg(reinterpret_cast<const float4 *>(L.w + (size_t)(k0 + e) * L.n + n))
-                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < CH_REGS; i++) {
-            const int c = tid + NT * i, row = c >> 3, k = k_base + 4 * (c & 7);
-            r[i] = (i < CH_REGS / 2 || L.wide) && row < L.n && k < L.k
-                       ? __ldg(reinterpret_cast<const float4 *>(L.w + (size_t)row * L.k + k))
-                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-    }
-}
-
-/* Stores the slab chain_load put into r into the B stage at sb (K-major,
- * swizzled, rounded to TF32 by cvt.rn): transposed for a forward layer (the
- * rotation of stage_wt_block4: no bank conflict), row for row for a hidden
- * gradient (the 8 lanes of a row segment write one swizzled row). */
-template <int EPI>
-__device__ __forceinline__ void chain_store(unsigned char *sb, const float4 (&r)[CH_REGS],
-                                            const Chain &C, int t)
-{
-    const ChainLayer &L = C.l[chain_layer_of(C, t)];
-    const int tid = threadIdx.x, g = tid & 31;
-    if (EPI == EPI_BIAS_ACT) {
-        const int lg = L.wide ? 6 : 5;
-#pragma unroll
-        for (int i = 0; i < CH_REGS / 4; i++) {
-            if (i > 0 && !L.wide)
-                break;
-            const int b = tid + NT * i, n = 4 * (b & ((1 << lg) - 1)), kb = b >> lg;
-            const float4 q[4] = {r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]};
-#pragma unroll
-            for (int st = 0; st < 4; st++) {
-                const int c = (st + (g >> 1)) & 3;
-                const float4 v = block_column(q, c);
-                *reinterpret_cast<float4 *>(sb + sw128_off(n + c, 4 * kb)) =
-                    make_float4(to_tf32_rn(v.x), to_tf32_rn(v.y), to_tf32_rn(v.z), to_tf32_rn(v.w));
-            }
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < CH_REGS; i++) {
-            if (i >= CH_REGS / 2 && !L.wide)
-                break;
-            const int c = tid + NT * i;
-            *reinterpret_cast<float4 *>(sb + sw128_off(c >> 3, 4 * (c & 7))) = make_float4(
-                to_tf32_rn(r[i].x), to_tf32_rn(r[i].y), to_tf32_rn(r[i].z), to_tf32_rn(r[i].w));
-        }
-    }
-}
-
-/* Slab t's loads, into set t % 2 (a uniform branch: both sets stay in
- * registers with compile-time indices). */
-template <int EPI>
-__device__ __forceinline__ void chain_load_set(float4 (&r0)[CH_REGS], float4 (&r1)[CH_REGS],
-                                               const Chain &C, int t)
+/* Thread 0: the chain's B slab t into its stage, on its mbarrier. */
+__device__ __forceinline__ void chain_issue(const Chain &C, const ChainMaps &M, unsigned ring_s,
+                                            unsigned bars, int t)
 {
     if (t >= C.first[C.layers])
         return;
-    if (t & 1)
-        chain_load<EPI>(r1, C, t);
-    else
-        chain_load<EPI>(r0, C, t);
-}
-
-template <int EPI>
-__device__ __forceinline__ void chain_store_set(unsigned char *ring, const float4 (&r0)[CH_REGS],
-                                                const float4 (&r1)[CH_REGS], const Chain &C, int t)
-{
-    if (t >= C.first[C.layers])
-        return;
-    unsigned char *const sb = ring + (t % CH_STAGES) * CH_WSLAB;
-    if (t & 1)
-        chain_store<EPI>(sb, r1, C, t);
-    else
-        chain_store<EPI>(sb, r0, C, t);
+    const int l = chain_layer_of(C, t), s = t % CH_STAGES;
+    const unsigned bar = bars + 8 * s;
+    mbar_expect_tx(bar, C.l[l].wide ? CH_WSLAB : CH_WSLAB / 2);
+    tma_load_2d(ring_s + s * CH_WSLAB, &M.b[l], (t - C.first[l]) * BK, 0, bar);
 }
 
 /* One layer of the chain: NACC accumulators per thread (64: the warpgroup's
- * 128 of a wide layer's columns; 32: its 64 of a narrow one's). On entry slab
- * t0 (the layer's first) is in its stage and visible, slab t0 + 1 in flight
- * in its set; on return the same holds for the next layer's first slab, and
- * the layer's output is in act (if another layer follows) and in L.c. */
+ * 128 of a wide layer's columns; 32: its 64 of a narrow one's). On entry the
+ * layer's first slabs are in flight or in their stages; on return the same
+ * holds for the next layer's, and the layer's output is in act (if another
+ * layer follows) and in L.c. */
 template <int EPI, int NACC>
-__device__ __forceinline__ void chain_layer(const Chain &C, int l, unsigned char *act,
-                                            unsigned act_s, unsigned char *ring, unsigned ring_s,
-                                            float4 (&r0)[CH_REGS], float4 (&r1)[CH_REGS], int m0)
+__device__ __forceinline__ void chain_layer(const Chain &C, const ChainMaps &M, int l,
+                                            unsigned char *act, unsigned act_s, unsigned ring_s,
+                                            unsigned bars, int m0)
 {
     constexpr int WN = 2 * NACC; /* columns of one warpgroup */
     const ChainLayer &L = C.l[l];
@@ -789,17 +759,14 @@ __device__ __forceinline__ void chain_layer(const Chain &C, int l, unsigned char
     const int t0 = C.first[l];
     for (int s = 0; s < L.slabs; s++) {
         const int t = t0 + s;
-        /* slab t + 1 into its stage (it held slab t - 2, whose wgmmas every
-         * warpgroup has waited for before the last barrier), then slab
-         * t + 3's loads into the set it leaves */
-        chain_store_set<EPI>(ring, r0, r1, C, t + 1);
-        chain_load_set<EPI>(r0, r1, C, t + 3);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
+        mbar_wait(bars + 8 * (t % CH_STAGES), (unsigned)(t / CH_STAGES) & 1u);
         wgmma_fence();
         wgmma_slab(acc, act_s + s * CH_ASLAB, ring_s + (t % CH_STAGES) * CH_WSLAB + wg * WN * 128);
         wgmma_commit();
         wgmma_wait_one(); /* this warpgroup's slab t - 1 is done */
-        __syncthreads();  /* every warpgroup's; slab t + 1's stage is visible */
+        __syncthreads();  /* every warpgroup's: its stage takes slab t - 1 + CH_STAGES */
+        if (tid == 0 && t >= 1)
+            chain_issue(C, M, ring_s, bars, t - 1 + CH_STAGES);
     }
     wgmma_wait_all();
     __syncthreads(); /* every wgmma of the layer has read act */
@@ -847,46 +814,48 @@ __device__ __forceinline__ void chain_layer(const Chain &C, int l, unsigned char
  * device memory (the records, or the hidden gradients the weight gradients
  * read) and, but the last, into shared memory as the next layer's A. Every
  * output element gets the k order, the rounding of B and the epilogue of
- * v3_wgmma_layer (or v3_wgmma_hidden_grad): the same bits. */
+ * v3_wgmma_layer (or v3_wgmma_hidden_grad): the same bits. A programmatic
+ * dependent of the prep launch: it waits for it before its first copy of B. */
 template <int EPI>
 __global__ void __launch_bounds__(NT, 1)
-    v3_wgmma_chain_kernel(const __grid_constant__ CUtensorMap a, const __grid_constant__ Chain C)
+    v3_wgmma_chain_kernel(const __grid_constant__ CUtensorMap a, const __grid_constant__ Chain C,
+                          const __grid_constant__ ChainMaps M)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u;
-    unsigned char *const gbase = smem_raw + (base - raw);
+    unsigned char *const act = smem_raw + (base - raw);
     const unsigned act_s = base, ring_s = base + KMAX / BK * CH_ASLAB;
-    const unsigned bar = ring_s + CH_STAGES * CH_WSLAB;
-    unsigned char *const act = gbase, *const ring = gbase + KMAX / BK * CH_ASLAB;
+    const unsigned bar = ring_s + CH_STAGES * CH_WSLAB, bars = bar + 8;
     const int tid = threadIdx.x, m0 = blockIdx.x * CH_M;
 
-    v2pdl::pdl_trigger(); /* a dependent may queue; it waits for this launch to complete */
     if (tid == 0) {
         mbar_init(bar, 1);
+        for (int s = 0; s < CH_STAGES; s++)
+            mbar_init(bars + 8 * s, 1);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    v2pdl::pdl_wait(); /* the prepared weights are complete */
+    v2pdl::pdl_trigger();
+    if (tid == 0) {
         const int slabs = C.l[0].slabs;
         mbar_expect_tx(bar, (unsigned)(slabs * CH_ASLAB));
         for (int s = 0; s < slabs; s++)
             tma_load_2d(act_s + s * CH_ASLAB, &a, s * BK, m0, bar);
+        for (int t = 0; t < CH_STAGES; t++)
+            chain_issue(C, M, ring_s, bars, t);
     }
-    float4 r0[CH_REGS], r1[CH_REGS];
-    chain_load<EPI>(r0, C, 0);
-    chain_load_set<EPI>(r0, r1, C, 1);
-    chain_store<EPI>(ring, r0, C, 0);
-    chain_load_set<EPI>(r0, r1, C, 2);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads(); /* slab 0's stage and the mbarrier's initialisation are visible */
+    __syncthreads(); /* the mbarriers' initialisation is visible */
     mbar_wait(bar, 0);
     for (int l = 0; l < C.layers; l++) {
         if (C.l[l].wide)
-            chain_layer<EPI, 64>(C, l, act, act_s, ring, ring_s, r0, r1, m0);
+            chain_layer<EPI, 64>(C, M, l, act, act_s, ring_s, bars, m0);
         else
-            chain_layer<EPI, 32>(C, l, act, act_s, ring, ring_s, r0, r1, m0);
+            chain_layer<EPI, 32>(C, M, l, act, act_s, ring_s, bars, m0);
     }
 #else
-    (void)a, (void)C;
+    (void)a, (void)C, (void)M;
 #endif
 }
 
@@ -1026,22 +995,39 @@ bool wgrad_dims_ok(atk_dims_t d)
  * at most 256 columns, one tile of at most eight 32-float slabs). */
 bool chain_width_ok(int w) { return w > 0 && w % 4 == 0 && w <= CH_NMAX && w <= KMAX; }
 
-/* The first A's tensor map ([m, k0], [64 rows, 32 k] boxes), the chain's
- * slab plan, then one ordinary launch: a tile per block. */
+/* The chain's slab plan, its layers' prepared copies in scratch (one after
+ * another, each [n, k]) with their B tensor maps ([256 or 128 n, 32 k]
+ * boxes) and the first A's ([m, k0], [64 rows, 32 k] boxes); then the prep
+ * launch (an ordinary one: whatever the caller queued before is complete
+ * before it runs) and the chain as its programmatic dependent. */
 template <int EPI>
-cudaError_t launch_chain(const float *a, int k0, Chain C, cudaStream_t stream)
+cudaError_t launch_chain(const float *a, int k0, Chain C, float *scratch, cudaStream_t stream)
 {
     CUtensorMap map;
+    ChainMaps M;
     if (!encode_a_map(&map, a, k0, C.m, CH_M))
         return cudaErrorInvalidValue;
     C.first[0] = 0;
+    int prep_blocks = 0;
     for (int l = 0; l < C.layers; l++) {
-        C.l[l].slabs = (C.l[l].k + BK - 1) / BK;
-        C.l[l].wide = C.l[l].n > CH_NMAX / 2;
-        C.first[l + 1] = C.first[l] + C.l[l].slabs;
+        ChainLayer &L = C.l[l];
+        L.slabs = (L.k + BK - 1) / BK;
+        L.wide = L.n > CH_NMAX / 2;
+        L.wcp = scratch;
+        scratch += (size_t)L.n * L.k;
+        C.first[l + 1] = C.first[l] + L.slabs;
+        prep_blocks += ((L.n + PREP_TILE - 1) / PREP_TILE) * ((L.k + PREP_TILE - 1) / PREP_TILE);
+        if (!encode_a_map(&M.b[l], L.wcp, L.k, L.n, L.wide ? CH_NMAX : CH_NMAX / 2))
+            return cudaErrorInvalidValue;
     }
+    for (int l = C.layers; l < CH_LAYERS; l++)
+        M.b[l] = M.b[0]; /* never read */
+    cudaError_t e;
+    if ((e = v2pdl::launch(v3_wgmma_chain_prep_kernel<EPI>, dim3((unsigned)prep_blocks), dim3(256),
+                           0, stream, false, C)) != cudaSuccess)
+        return e;
     return v2pdl::launch(v3_wgmma_chain_kernel<EPI>, dim3((unsigned)((C.m + CH_M - 1) / CH_M)),
-                         dim3(NT), CH_SMEM_BYTES, stream, false, map, C);
+                         dim3(NT), CH_SMEM_BYTES, stream, true, map, C, M);
 }
 
 } /* namespace */
@@ -1098,7 +1084,13 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
              reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_ELU_GRAD>),
              cudaFuncAttributeMaxDynamicSharedMemorySize, CH_SMEM_BYTES)) != cudaSuccess ||
         (e = cudaFuncGetAttributes(
-             &fa, reinterpret_cast<const void *>(v3_wgmma_wgrad_sum_kernel))) != cudaSuccess)
+             &fa, reinterpret_cast<const void *>(v3_wgmma_wgrad_sum_kernel))) != cudaSuccess ||
+        (e = cudaFuncGetAttributes(
+             &fa, reinterpret_cast<const void *>(v3_wgmma_chain_prep_kernel<EPI_BIAS_ACT>))) !=
+            cudaSuccess ||
+        (e = cudaFuncGetAttributes(
+             &fa, reinterpret_cast<const void *>(v3_wgmma_chain_prep_kernel<EPI_ELU_GRAD>))) !=
+            cudaSuccess)
         return e;
     if (!g_encode) {
         void *fn = nullptr;
@@ -1217,13 +1209,21 @@ extern "C" int v3_wgmma_chain_supported(atk_dims_t d)
            chain_width_ok(d.aux);
 }
 
+extern "C" size_t v3_wgmma_chain_scratch_floats(atk_dims_t d)
+{
+    if (!v3_wgmma_chain_supported(d))
+        return 0;
+    /* the forward's three copies; the hidden gradients' two are the last two of them in size */
+    return (size_t)d.enc * d.h1 + (size_t)d.h1 * d.h2 + (size_t)d.h2 * d.aux;
+}
+
 extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x,
                                         int batch, float *h1, float *h2, float *out,
-                                        cudaStream_t stream)
+                                        float *scratch, cudaStream_t stream)
 {
     if (ready_device() < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
         return cudaErrorInvalidValue;
-    const void *const ptr[7] = {x, h1, h2, out, p->w1, p->w2, p->w3};
+    const void *const ptr[8] = {x, h1, h2, out, p->w1, p->w2, p->w3, scratch};
     for (const void *q : ptr)
         if (!q || !aligned16(q))
             return cudaErrorInvalidValue;
@@ -1234,16 +1234,17 @@ extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, con
     C.l[0] = {p->w1, p->b1, nullptr, h1, d.h1, d.enc, 1, 0, 0};
     C.l[1] = {p->w2, p->b2, nullptr, h2, d.h2, d.h1, 1, 0, 0};
     C.l[2] = {p->w3, p->b3, nullptr, out, d.aux, d.h2, 0, 0, 0};
-    return launch_chain<EPI_BIAS_ACT>(x, d.enc, C, stream);
+    return launch_chain<EPI_BIAS_ACT>(x, d.enc, C, scratch, stream);
 }
 
 extern "C" cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p, const float *dout,
                                              const float *h1, const float *h2, int batch,
-                                             float *dh2, float *dh1, cudaStream_t stream)
+                                             float *dh2, float *dh1, float *scratch,
+                                             cudaStream_t stream)
 {
     if (ready_device() < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
         return cudaErrorInvalidValue;
-    const void *const ptr[7] = {dout, h1, h2, dh2, dh1, p->w2, p->w3};
+    const void *const ptr[8] = {dout, h1, h2, dh2, dh1, p->w2, p->w3, scratch};
     for (const void *q : ptr)
         if (!q || !aligned16(q))
             return cudaErrorInvalidValue;
@@ -1251,5 +1252,5 @@ extern "C" cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p
     C.layers = 2, C.m = batch;
     C.l[0] = {p->w3, nullptr, h2, dh2, d.h2, d.aux, 0, 0, 0};
     C.l[1] = {p->w2, nullptr, h1, dh1, d.h1, d.h2, 0, 0, 0};
-    return launch_chain<EPI_ELU_GRAD>(dout, d.aux, C, stream);
+    return launch_chain<EPI_ELU_GRAD>(dout, d.aux, C, scratch, stream);
 }

@@ -129,7 +129,7 @@ static int32_t run_forward(auxtrunk_handle_t *h, const auxtrunk_params_t *params
     const atk_params_t p = atp_kernel_params(params);
     st = ATC_CHECK(&h->base, h->mode->forward(atp_kernel_dims(&h->base.dims), &p, x, batch,
                                               record ? h->h1 : h->ih1, record ? h->h2 : h->ih2, out,
-                                              (cudaStream_t)stream));
+                                              h->workspace, (cudaStream_t)stream));
     st = atc_device_leave(&g, &h->base, st);
 
     if (record)

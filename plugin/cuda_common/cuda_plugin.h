@@ -13,8 +13,8 @@
  *   h1, h2     [max_batch, H1], [max_batch, H2]  recorded by forward for backward
  *   ih1, ih2   the same shapes                   infer's activations, so that
  *                                                infer never touches the record
- *   workspace  mode->workspace_floats(dims,      the kernel set's own scratch
- *              max_batch) floats
+ *   workspace  mode->workspace_floats(dims,      the kernel set's own scratch, for
+ *              max_batch) floats                 forward, infer and backward
  * The host orders the handle's calls; the device work of two calls on one
  * handle must not overlap either (same stream, or an event between them),
  * since they share these buffers.
@@ -41,9 +41,12 @@ typedef struct atc_mode {
     /* Loads every kernel on the current device (once per handle, at init), so
      * that no later launch loads code, e.g. inside a host's graph capture. */
     cudaError_t (*prepare)(void);
-    /* h1, h2 are the record or infer's scratch; arguments are validated. */
+    /* h1, h2 are the record or infer's scratch; arguments are validated.
+     * workspace is the handle's (the same as backward's: the calls of a
+     * handle never overlap on the device), which a forward may use as
+     * scratch; it holds nothing from one call to the next. */
     cudaError_t (*forward)(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
-                           float *h1, float *h2, float *out, cudaStream_t stream);
+                           float *h1, float *h2, float *out, float *workspace, cudaStream_t stream);
     cudaError_t (*backward)(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                             const float *h2, const float *dout, int batch, const atk_grads_t *g,
                             int accumulate, float *workspace, cudaStream_t stream);
@@ -58,6 +61,17 @@ typedef struct atc_kernels {
      * has no fast mode, and init refuses the flag (E_FLAGS). */
     atc_mode_t fast;
 } atc_kernels_t;
+
+/* atc_mode_t.forward for a kernel function `fn` that takes no workspace:
+ * defines `name`, which drops it. */
+#define ATC_FORWARD_WITHOUT_WORKSPACE(name, fn)                                             \
+    static cudaError_t name(atk_dims_t d, const atk_params_t *p, const float *x, int batch, \
+                            float *h1, float *h2, float *out, float *workspace,             \
+                            cudaStream_t stream)                                            \
+    {                                                                                       \
+        (void)workspace;                                                                    \
+        return fn(d, p, x, batch, h1, h2, out, stream);                                     \
+    }
 
 /* Defined by each CUDA plugin (one per libauxtrunk.so). */
 extern const atc_kernels_t atc_plugin_kernels;

@@ -17,6 +17,8 @@
 #define V1_STR_(x) #x
 #define V1_STR(x) V1_STR_(x)
 
+ATC_FORWARD_WITHOUT_WORKSPACE(v1_forward_ws, v1_forward)
+
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v1",
     .kernel_version =
@@ -27,7 +29,7 @@ const atc_kernels_t atc_plugin_kernels = {
         {
             .workspace_floats = v1_workspace_floats,
             .prepare = v1_prepare,
-            .forward = v1_forward,
+            .forward = v1_forward_ws,
             .backward = v1_backward,
         },
     /* no fast mode: init refuses AUXTRUNK_CONFIG_FAST */

@@ -24,6 +24,9 @@
 #define V2_STR_(x) #x
 #define V2_STR(x) V2_STR_(x)
 
+ATC_FORWARD_WITHOUT_WORKSPACE(v2_forward_ws, v2_forward)
+ATC_FORWARD_WITHOUT_WORKSPACE(v2_fast_forward_ws, v2_fast_forward)
+
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v2",
     .kernel_version =
@@ -36,14 +39,14 @@ const atc_kernels_t atc_plugin_kernels = {
         {
             .workspace_floats = v2_workspace_floats,
             .prepare = v2_prepare,
-            .forward = v2_forward,
+            .forward = v2_forward_ws,
             .backward = v2_backward,
         },
     .fast =
         {
             .workspace_floats = v2_fast_workspace_floats,
             .prepare = v2_fast_prepare,
-            .forward = v2_fast_forward,
+            .forward = v2_fast_forward_ws,
             .backward = v2_fast_backward,
         },
 };

@@ -32,6 +32,8 @@
 #define V3_STR_(x) #x
 #define V3_STR(x) V3_STR_(x)
 
+ATC_FORWARD_WITHOUT_WORKSPACE(v3_forward_ws, v3_forward)
+
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v3",
     .kernel_version =
@@ -44,7 +46,7 @@ const atc_kernels_t atc_plugin_kernels = {
         {
             .workspace_floats = v3_workspace_floats,
             .prepare = v3_prepare,
-            .forward = v3_forward,
+            .forward = v3_forward_ws,
             .backward = v3_backward,
         },
     .fast =

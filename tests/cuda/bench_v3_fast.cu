@@ -157,6 +157,8 @@ int main(int argc, char **argv)
     float *w2 = dev_random(&r, (size_t)D.h1 * D.h2, 1.5f / 16), *b2 = dev_random(&r, D.h2, 0.5f);
     float *w3 = dev_random(&r, (size_t)D.h2 * D.aux, 1.5f / 16), *b3 = dev_random(&r, D.aux, 0.5f);
     p.w1 = w1, p.b1 = b1, p.w2 = w2, p.b2 = b2, p.w3 = w3, p.b3 = b3;
+    float *chain_ws; /* the chain kernel's prepared weights */
+    CK(cudaMalloc(&chain_ws, v3_wgmma_chain_scratch_floats(D) * sizeof(float)));
     for (int B : batches) {
         float *x = dev_random(&r, (size_t)B * D.enc, 1.0f);
         float *h1, *h2, *out, *out2;
@@ -184,7 +186,7 @@ int main(int argc, char **argv)
             });
         }
         const double chain =
-            median_us(iters, [&] { return v3_wgmma_forward(D, &p, x, B, h1, h2, out, 0); });
+            median_us(iters, [&] { return v3_wgmma_forward(D, &p, x, B, h1, h2, out, chain_ws, 0); });
         CK(wgmma_fwd(V3_WGMMA_STAGING_BLOCK4, out));
         CK(v2_fast_forward(D, &p, x, B, h1, h2, out2, 0));
         CK(cudaDeviceSynchronize());
@@ -248,7 +250,7 @@ int main(int argc, char **argv)
                        : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 1, tile, 0);
         });
         const double cdh = median_us(
-            iters, [&] { return v3_wgmma_hidden_grads(D, &p, dout, h1, h2, B, W.dh2, W.dh1, 0); });
+            iters, [&] { return v3_wgmma_hidden_grads(D, &p, dout, h1, h2, B, W.dh2, W.dh1, chain_ws, 0); });
         CK(v2_fast_backward(D, &p, x, h1, h2, dout, B, &g2, 0, ws, 0));
         CK(v3_fast_backward(D, &p, x, h1, h2, dout, B, &g3, 0, ws, 0));
         CK(cudaDeviceSynchronize());
@@ -263,5 +265,6 @@ int main(int argc, char **argv)
         for (float *b : bufs)
             CK(cudaFree(b));
     }
+    CK(cudaFree(chain_ws));
     return 0;
 }

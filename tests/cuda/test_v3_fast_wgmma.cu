@@ -553,7 +553,8 @@ static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
         dw[l] = dev_from(w[l]), db[l] = dev_from(b[l]);
     }
     const atk_params_t p = {dw[0], db[0], dw[1], db[1], dw[2], db[2]};
-    float *dx = dev_from(x), *ddout = dev_from(dout);
+    float *dx = dev_from(x), *ddout = dev_from(dout), *scratch;
+    CUDA_OK(cudaMalloc(&scratch, v3_wgmma_chain_scratch_floats(d) * sizeof(float)));
 
     std::vector<float> guard_want;
     const size_t nf[3] = {(size_t)B * d.h1, (size_t)B * d.h2, (size_t)B * d.aux};
@@ -563,7 +564,7 @@ static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
     char what[128];
     snprintf(what, sizeof what, "chain forward %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
     const auto chain =
-        chain_twice([&]() { return v3_wgmma_forward(d, &p, dx, B, fwd[0], fwd[1], fwd[2], 0); },
+        chain_twice([&]() { return v3_wgmma_forward(d, &p, dx, B, fwd[0], fwd[1], fwd[2], scratch, 0); },
                     fwd, nf, 3, guard_want, what);
     const float *in[3] = {dx, lay[0], lay[1]};
     for (int l = 0; l < 3; l++)
@@ -588,7 +589,9 @@ static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
         hid[i] = dev_poisoned(nh[i], guard_want), two[i] = dev_poisoned(nh[i], guard_want);
     snprintf(what, sizeof what, "chain hidden grads %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
     const auto grads = chain_twice(
-        [&]() { return v3_wgmma_hidden_grads(d, &p, ddout, fwd[0], fwd[1], B, hid[0], hid[1], 0); },
+        [&]() { return v3_wgmma_hidden_grads(d, &p, ddout, fwd[0], fwd[1], B, hid[0], hid[1], scratch,
+                                         0);
+        },
         hid, nh, 2, guard_want, what);
     CUDA_OK(v3_wgmma_hidden_grad(ddout, dw[2], fwd[1], two[0], B, d.h2, d.aux, 0,
                                  V3_WGMMA_TILE_AUTO, 0));
@@ -610,7 +613,7 @@ static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
         cudaFree(dw[l]), cudaFree(db[l]), cudaFree(fwd[l]), cudaFree(lay[l]);
     for (int i = 0; i < 2; i++)
         cudaFree(hid[i]), cudaFree(two[i]);
-    cudaFree(dx), cudaFree(ddout);
+    cudaFree(dx), cudaFree(ddout), cudaFree(scratch);
 }
 
 START_TEST(chain_matches_layer_launches)
@@ -704,22 +707,33 @@ START_TEST(outside_the_domain_is_refused)
         ck_assert(v3_wgmma_chain_supported(prod));
         ck_assert(!v3_wgmma_chain_supported(wide));
         ck_assert(!v3_wgmma_chain_supported(odd));
-        ck_assert_int_eq(v3_wgmma_forward(wide, &cp, buf, 16, o, o, o, 0), cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 0, o, o, o, 0), cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf + 1, 16, o, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_forward(wide, &cp, buf, 16, o, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 0, o, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf + 1, 16, o, o, o, o, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cmis, buf, 16, o, o, o, 0), cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, NULL, o, 0),
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cmis, buf, 16, o, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, NULL, o, o, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, NULL, buf, 16, o, o, o, 0), cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(odd, &cp, buf, buf, buf, 16, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_forward(prod, NULL, buf, 16, o, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(odd, &cp, buf, buf, buf, 16, o, o, o, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o + 2, o, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o + 2, o, o, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cmis, buf, buf, buf, 16, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cmis, buf, buf, buf, 16, o, o, o, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, NULL, buf, 16, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, NULL, buf, 16, o, o, o, 0),
                          cudaErrorInvalidValue);
+        /* the scratch of the prepared weights: null, misaligned */
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, o, o, NULL, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, o, o, o + 1, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o, o, NULL, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o, o, o + 2, 0),
+                         cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_chain_scratch_floats(wide), 0);
+        ck_assert_uint_eq(v3_wgmma_chain_scratch_floats(prod), 256 * 256 * 2 + 256 * 128);
     }
     /* the weight gradients: a width not a multiple of 4, batch 0, each
      * pointer misaligned or null in turn; nothing written */
