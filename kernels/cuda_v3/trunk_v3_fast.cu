@@ -58,7 +58,8 @@ bool wgmma_backward_takes(atk_dims_t d, const atk_params_t *p, const float *x, c
  * this batch, never more than for the handle's max_batch). */
 float *chain_scratch(atk_dims_t d, int batch, float *workspace)
 {
-    return v2_workspace_carve(d, batch, workspace).partials + v3_wgmma_weight_grads_floats(d, batch);
+    return v2_workspace_carve(d, batch, workspace).partials +
+           v3_wgmma_weight_grads_floats(d, batch);
 }
 
 } /* namespace */

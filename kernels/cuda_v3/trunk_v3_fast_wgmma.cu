@@ -166,7 +166,6 @@ __device__ __forceinline__ float to_tf32_rn(float f)
 /* ELU from the hardware exponential, as cuda-v2's fast mode (trunk_v2_fast.cu). */
 __device__ __forceinline__ float elu_fast(float z) { return z > 0.0f ? z : __expf(z) - 1.0f; }
 
-
 /* One slab's k8 steps of a warpgroup: acc += A · B over BK, in k order. */
 template <int NACC>
 __device__ __forceinline__ void wgmma_slab(float (&acc)[NACC], unsigned sa, unsigned sb)
@@ -655,9 +654,9 @@ struct ChainLayer {
     const float *y;    /* EPI_ELU_GRAD: [M, N], the record whose ELU' scales acc */
     float *c;          /* [M, N] */
     int n, k, elu;
-    int slabs;   /* ceil(k / 32) */
-    int wide;    /* n > 128: a 256-column B slab, m64n128k8 per warpgroup; else 128, m64n64k8 */
-    float *wcp;  /* the prepared copy of w: [N, K] k-contiguous, rounded to TF32 */
+    int slabs;  /* ceil(k / 32) */
+    int wide;   /* n > 128: a 256-column B slab, m64n128k8 per warpgroup; else 128, m64n64k8 */
+    float *wcp; /* the prepared copy of w: [N, K] k-contiguous, rounded to TF32 */
 };
 
 struct Chain {
@@ -1218,8 +1217,8 @@ extern "C" size_t v3_wgmma_chain_scratch_floats(atk_dims_t d)
 }
 
 extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                        int batch, float *h1, float *h2, float *out,
-                                        float *scratch, cudaStream_t stream)
+                                        int batch, float *h1, float *h2, float *out, float *scratch,
+                                        cudaStream_t stream)
 {
     if (ready_device() < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
         return cudaErrorInvalidValue;

@@ -185,8 +185,8 @@ int main(int argc, char **argv)
                 return v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, tile, 0);
             });
         }
-        const double chain =
-            median_us(iters, [&] { return v3_wgmma_forward(D, &p, x, B, h1, h2, out, chain_ws, 0); });
+        const double chain = median_us(
+            iters, [&] { return v3_wgmma_forward(D, &p, x, B, h1, h2, out, chain_ws, 0); });
         CK(wgmma_fwd(V3_WGMMA_STAGING_BLOCK4, out));
         CK(v2_fast_forward(D, &p, x, B, h1, h2, out2, 0));
         CK(cudaDeviceSynchronize());
@@ -249,8 +249,9 @@ int main(int argc, char **argv)
                        ? e
                        : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 1, tile, 0);
         });
-        const double cdh = median_us(
-            iters, [&] { return v3_wgmma_hidden_grads(D, &p, dout, h1, h2, B, W.dh2, W.dh1, chain_ws, 0); });
+        const double cdh = median_us(iters, [&] {
+            return v3_wgmma_hidden_grads(D, &p, dout, h1, h2, B, W.dh2, W.dh1, chain_ws, 0);
+        });
         CK(v2_fast_backward(D, &p, x, h1, h2, dout, B, &g2, 0, ws, 0));
         CK(v3_fast_backward(D, &p, x, h1, h2, dout, B, &g3, 0, ws, 0));
         CK(cudaDeviceSynchronize());

@@ -563,9 +563,9 @@ static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
         fwd[l] = dev_poisoned(nf[l], guard_want), lay[l] = dev_poisoned(nf[l], guard_want);
     char what[128];
     snprintf(what, sizeof what, "chain forward %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
-    const auto chain =
-        chain_twice([&]() { return v3_wgmma_forward(d, &p, dx, B, fwd[0], fwd[1], fwd[2], scratch, 0); },
-                    fwd, nf, 3, guard_want, what);
+    const auto chain = chain_twice(
+        [&]() { return v3_wgmma_forward(d, &p, dx, B, fwd[0], fwd[1], fwd[2], scratch, 0); }, fwd,
+        nf, 3, guard_want, what);
     const float *in[3] = {dx, lay[0], lay[1]};
     for (int l = 0; l < 3; l++)
         CUDA_OK(v3_wgmma_layer(in[l], dw[l], db[l], lay[l], B, ns[l], ks[l], l < 2,
@@ -589,7 +589,8 @@ static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
         hid[i] = dev_poisoned(nh[i], guard_want), two[i] = dev_poisoned(nh[i], guard_want);
     snprintf(what, sizeof what, "chain hidden grads %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
     const auto grads = chain_twice(
-        [&]() { return v3_wgmma_hidden_grads(d, &p, ddout, fwd[0], fwd[1], B, hid[0], hid[1], scratch,
+        [&]() {
+            return v3_wgmma_hidden_grads(d, &p, ddout, fwd[0], fwd[1], B, hid[0], hid[1], scratch,
                                          0);
         },
         hid, nh, 2, guard_want, what);
@@ -707,14 +708,17 @@ START_TEST(outside_the_domain_is_refused)
         ck_assert(v3_wgmma_chain_supported(prod));
         ck_assert(!v3_wgmma_chain_supported(wide));
         ck_assert(!v3_wgmma_chain_supported(odd));
-        ck_assert_int_eq(v3_wgmma_forward(wide, &cp, buf, 16, o, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(wide, &cp, buf, 16, o, o, o, o, 0),
+                         cudaErrorInvalidValue);
         ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 0, o, o, o, o, 0), cudaErrorInvalidValue);
         ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf + 1, 16, o, o, o, o, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cmis, buf, 16, o, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cmis, buf, 16, o, o, o, o, 0),
+                         cudaErrorInvalidValue);
         ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, NULL, o, o, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, NULL, buf, 16, o, o, o, o, 0), cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, NULL, buf, 16, o, o, o, o, 0),
+                         cudaErrorInvalidValue);
         ck_assert_int_eq(v3_wgmma_hidden_grads(odd, &cp, buf, buf, buf, 16, o, o, o, 0),
                          cudaErrorInvalidValue);
         ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o + 2, o, o, 0),
