@@ -677,6 +677,12 @@ struct ChainMaps {
  * 32 x 32 tile per block, blocks layer by layer; thread (tx, ty) of 32 x 8. */
 constexpr int PREP_TILE = 32;
 
+/* Blocks of the prep launch for one layer: its [n, k] copy in 32 x 32 tiles. */
+__host__ __device__ constexpr int prep_tiles(int n, int k)
+{
+    return ((n + PREP_TILE - 1) / PREP_TILE) * ((k + PREP_TILE - 1) / PREP_TILE);
+}
+
 template <int EPI>
 __global__ void __launch_bounds__(256) v3_wgmma_chain_prep_kernel(const __grid_constant__ Chain C)
 {
@@ -685,7 +691,7 @@ __global__ void __launch_bounds__(256) v3_wgmma_chain_prep_kernel(const __grid_c
     int b = blockIdx.x, l = 0;
     for (;; l++) {
         const ChainLayer &L = C.l[l];
-        const int tiles = ((L.n + PREP_TILE - 1) / PREP_TILE) * ((L.k + PREP_TILE - 1) / PREP_TILE);
+        const int tiles = prep_tiles(L.n, L.k);
         if (b < tiles || l + 1 == C.layers)
             break;
         b -= tiles;
@@ -891,9 +897,10 @@ int auto_tile(int m, int n, int sms)
     return 2 * tall <= sms ? V3_WGMMA_TILE_NARROW : V3_WGMMA_TILE_TALL;
 }
 
-/* The tensor map of an A operand a [m, k] (k contiguous): [rows, 32 k]
- * boxes in the 128-byte swizzle, zero fill past m and k. */
-bool encode_a_map(CUtensorMap *map, const float *a, int k, int m, int rows)
+/* The tensor map of a K-major operand a [m, k] (k contiguous: an A operand,
+ * or the chain's prepared B): [rows, 32 k] boxes in the 128-byte swizzle,
+ * zero fill past m and k. */
+bool encode_kmajor_map(CUtensorMap *map, const float *a, int k, int m, int rows)
 {
     const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
     const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(float)};
@@ -910,7 +917,7 @@ template <int STAGING, int EPI, int TM, int TN>
 cudaError_t launch_shape(int dev, const float *a, Layer L, cudaStream_t stream)
 {
     CUtensorMap map;
-    if (!encode_a_map(&map, a, L.k, L.m, TM))
+    if (!encode_kmajor_map(&map, a, L.k, L.m, TM))
         return cudaErrorInvalidValue;
     L.tiles_n = (L.n + TN - 1) / TN;
     L.tiles_m = (L.m + TM - 1) / TM;
@@ -1004,7 +1011,7 @@ cudaError_t launch_chain(const float *a, int k0, Chain C, float *scratch, cudaSt
 {
     CUtensorMap map;
     ChainMaps M;
-    if (!encode_a_map(&map, a, k0, C.m, CH_M))
+    if (!encode_kmajor_map(&map, a, k0, C.m, CH_M))
         return cudaErrorInvalidValue;
     C.first[0] = 0;
     int prep_blocks = 0;
@@ -1015,8 +1022,8 @@ cudaError_t launch_chain(const float *a, int k0, Chain C, float *scratch, cudaSt
         L.wcp = scratch;
         scratch += (size_t)L.n * L.k;
         C.first[l + 1] = C.first[l] + L.slabs;
-        prep_blocks += ((L.n + PREP_TILE - 1) / PREP_TILE) * ((L.k + PREP_TILE - 1) / PREP_TILE);
-        if (!encode_a_map(&M.b[l], L.wcp, L.k, L.n, L.wide ? CH_NMAX : CH_NMAX / 2))
+        prep_blocks += prep_tiles(L.n, L.k);
+        if (!encode_kmajor_map(&M.b[l], L.wcp, L.k, L.n, L.wide ? CH_NMAX : CH_NMAX / 2))
             return cudaErrorInvalidValue;
     }
     for (int l = C.layers; l < CH_LAYERS; l++)
