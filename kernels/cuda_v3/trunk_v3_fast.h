@@ -187,32 +187,32 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
                                   cudaStream_t stream);
 
 /* The chain kernel: a whole forward, or both hidden gradients, in one
- * launch of one 64-row tile per block, each layer's output kept in shared
- * memory as the next layer's A operand and written to device memory as
- * well (the records h1, h2 and out; dh2_pre and dh1_pre, which the weight
- * gradients read). The weights reach the tensor cores slab by slab by TMA
- * from a copy in scratch that a first, small launch writes: K-major (Wᵀ for
- * the forward, W3 and W2 as stored for the hidden gradients) and rounded to
- * TF32 as the layer launches round them. Every output element gets the k
- * order, the rounding and the epilogue of the launches above: the same bits
- * as v3_wgmma_layer's three launches (x → h1 → h2 → out) and
- * v3_wgmma_hidden_grad's two. Domain: every width a multiple of 4 and at
- * most 256 (v3_wgmma_chain_supported), batch >= 1, every pointer non-null
- * and, but the biases, 16-byte aligned; scratch holds
- * v3_wgmma_chain_scratch_floats(d) floats (0 outside the domain) and nothing
- * else may use it until the chain is done. Two launches on stream, the
- * first an ordinary one (whatever the caller queued before is complete
- * before it runs); cudaErrorInvalidValue (nothing launched) outside the
- * domain or before a successful v3_wgmma_prepare on this device.
+ * persistent launch (a block per multiprocessor walking 64-row tiles), each
+ * layer's output kept in shared memory as the next layer's A operand and
+ * stored from there to device memory by TMA (the records h1, h2 and out;
+ * dh2_pre and dh1_pre, which the weight gradients read). The weights reach
+ * the tensor cores slab by slab by TMA from a copy in scratch that a first,
+ * small launch writes: K-major (Wᵀ for the forward, W3 and W2 as stored for
+ * the hidden gradients) and rounded to TF32 as the layer launches round
+ * them. Every output element gets the k order, the rounding and the
+ * epilogue of the launches above: the same bits as v3_wgmma_layer's three
+ * launches (x → h1 → h2 → out) and v3_wgmma_hidden_grad's two. Domain:
+ * every width a multiple of 4 and at most 256 (v3_wgmma_chain_supported),
+ * batch >= 1, every pointer non-null and, but the biases, 16-byte aligned;
+ * scratch holds v3_wgmma_chain_scratch_floats(d) floats (0 outside the
+ * domain) and nothing else may use it until the chain is done. Two
+ * launches on stream, the first an ordinary one (whatever the caller
+ * queued before is complete before it runs); cudaErrorInvalidValue
+ * (nothing launched) outside the domain or before a successful
+ * v3_wgmma_prepare on this device.
  * Fast mode takes it for batches from V3_WGMMA_MIN_BATCH to
- * V3_WGMMA_CHAIN_MAX_BATCH, which is 0: on the H200 it measured slower than
- * the layer launches at every batch (the forward 29 µs against 21–26 at
- * 1,024–4,096, 181 against 128 at 65,536; the hidden gradients 29 against
- * 15 at 4,096): one tile per block at a time, so every tile's first loads,
- * epilogue loads and stores wait with nothing to overlap them
- * (docs/perf-notes-v3-fast.md, "The chain with B by TMA"). It stays built
- * and tested (bit for bit against the layer launches) as the base of a
- * persistent chain that overlaps them. */
+ * V3_WGMMA_CHAIN_MAX_BATCH, which is 0: on the H200 the graph step with it
+ * is level with the layer launches at 8,192 and slower elsewhere (49.7
+ * against 38.2 µs at 1,024, 445.6 against 400.5 at 65,536): its slab loop
+ * waits on the weights at about 1,200 SM clocks per wide slab, against the
+ * 700 that the floor program's loop takes with each block streaming its own
+ * rows (docs/perf-notes-v3-fast.md, "The persistent chain"). It stays built
+ * and tested (bit for bit against the layer launches). */
 int v3_wgmma_chain_supported(atk_dims_t d);
 size_t v3_wgmma_chain_scratch_floats(atk_dims_t d);
 cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,

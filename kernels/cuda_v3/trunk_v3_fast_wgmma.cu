@@ -67,6 +67,7 @@ namespace {
 using v3sync::mbar_expect_tx;
 using v3sync::mbar_init;
 using v3sync::mbar_wait;
+using v3sync::mbar_wait_cta;
 using v3sync::smem_u32;
 
 constexpr int NT = 256;           /* two warpgroups */
@@ -139,8 +140,12 @@ struct Layer {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+using v3wgmma::bulk_commit;
+using v3wgmma::bulk_wait_all;
+using v3wgmma::bulk_wait_read;
 using v3wgmma::desc_sw128;
 using v3wgmma::tma_load_2d;
+using v3wgmma::tma_store_2d;
 using v3wgmma::wgmma_commit;
 using v3wgmma::wgmma_fence;
 using v3wgmma::wgmma_m64n128k8;
@@ -626,26 +631,32 @@ __global__ void __launch_bounds__(SUM_THREADS)
 
 /* ------------------------------------------------------ the chain -- */
 
-/* The chain kernel (v3_wgmma_chain_kernel): two or three layers of one
- * 64-row tile in one block, each layer's output kept in shared memory as the
- * next one's A operand (K-major, 128-byte swizzle, as the TMA writes it).
- * Its B operands arrive by TMA as [256 n, 32 k] boxes (128 n for a narrow
- * layer) into a ring of CH_STAGES stages on mbarriers, from a copy of the
- * weights that v3_wgmma_chain_prep_kernel writes first: K-major (Wᵀ for the
- * forward, W as stored for the hidden gradients) and rounded to TF32 as the
- * layer launches round them while they stage, so that both give the same
- * bits. One thread issues every copy; a stage is refilled once every
- * warpgroup is done with it, and the ring runs across the layers, so the
- * next layer's first slabs load during a layer's epilogue. */
-constexpr int CH_M = 64;                   /* rows per tile (one wgmma m) */
-constexpr int CH_ASLAB = CH_M * BK * 4;    /* 8 KiB: a [64, 32] slab of the tile */
-constexpr int CH_NMAX = 256;               /* widest layer output */
-constexpr int CH_WSLAB = CH_NMAX * BK * 4; /* 32 KiB: a [256 n, 32 k] B slab */
-constexpr int CH_STAGES = 3;               /* B ring */
+/* The chain kernel (v3_wgmma_chain_kernel): two or three layers of 64-row
+ * tiles, each layer's output kept in shared memory as the next one's A
+ * operand (K-major, 128-byte swizzle, as the TMA writes it). A persistent
+ * launch: each block walks the row tiles blockIdx.x, blockIdx.x + gridDim.x,
+ * ... with one activation buffer; during a tile's last layer, each slab of
+ * it that the wgmmas are done with takes a slab of the next tile's first A
+ * (x or dout) by TMA. Its B operands arrive by TMA as [256 n, 32 k] boxes
+ * (128 n for a narrow layer) into a ring of CH_STAGES stages on mbarriers,
+ * from a copy of the weights that v3_wgmma_chain_prep_kernel writes first:
+ * K-major (Wᵀ for the forward, W as stored for the hidden gradients) and
+ * rounded to TF32 as the layer launches round them while they stage, so
+ * that both give the same bits. One thread issues every copy; a stage is
+ * refilled once every warpgroup is done with it, and the ring runs across
+ * the layers and the tiles, so the next layer's first slabs load during a
+ * layer's epilogue. What an epilogue reads from device memory (the bias,
+ * the ELU' records) is loaded before the layer's wgmmas, as the layer
+ * kernels load it. */
+constexpr int CH_M = 64;                     /* rows per tile (one wgmma m) */
+constexpr int CH_ASLAB = CH_M * BK * 4;      /* 8 KiB: a [64, 32] slab of the tile */
+constexpr int CH_ACT = KMAX / BK * CH_ASLAB; /* 64 KiB: the activation buffer */
+constexpr int CH_NMAX = 256;                 /* widest layer output */
+constexpr int CH_WSLAB = CH_NMAX * BK * 4;   /* 32 KiB: a [256 n, 32 k] B slab */
+constexpr int CH_STAGES = 5;                 /* B ring */
 constexpr int CH_LAYERS = 3;
-/* the tile's activations, the B ring, the A mbarrier and one per stage */
-constexpr int CH_SMEM_BYTES =
-    1024 + KMAX / BK * CH_ASLAB + CH_STAGES * CH_WSLAB + 8 * (1 + CH_STAGES);
+/* the activation buffer, the B ring, the A mbarrier and one per stage */
+constexpr int CH_SMEM_BYTES = 1024 + CH_ACT + CH_STAGES * CH_WSLAB + 8 * (1 + CH_STAGES);
 static_assert(CH_SMEM_BYTES <= SMEM_BYTES, "v3_wgmma_prepare checks the largest kernel's need");
 
 struct ChainLayer {
@@ -665,10 +676,12 @@ struct Chain {
     int first[CH_LAYERS + 1]; /* the chain's slab index of each layer's first slab; [layers] all */
 };
 
-/* The B boxes of the chain's layers: a [256 or 128 n, 32 k] box of each
- * layer's prepared copy. */
+/* The chain's tensor maps, per layer: B, a [256 or 128 n, 32 k] box of its
+ * prepared copy; c, a [64 rows, 32 n] box of its output, which the block
+ * stores from its activation buffer. */
 struct ChainMaps {
     CUtensorMap b[CH_LAYERS];
+    CUtensorMap c[CH_LAYERS];
 };
 
 /* v3_wgmma_chain_prep_kernel: every layer's copy, element (j, i) of layer l
@@ -726,101 +739,225 @@ __global__ void __launch_bounds__(256) v3_wgmma_chain_prep_kernel(const __grid_c
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-/* Layer of the chain's slab t. */
+/* Layer of slab t of a tile (0 <= t < C.first[C.layers]). */
 __device__ __forceinline__ int chain_layer_of(const Chain &C, int t)
 {
     return t >= C.first[2] && C.layers > 2 ? 2 : t >= C.first[1] ? 1 : 0;
 }
 
-/* Thread 0: the chain's B slab t into its stage, on its mbarrier. */
+/* Thread 0's place in the block's stream of B slabs (its tiles' slabs, one
+ * tile after another): the next slab's index in the stream and in its
+ * tile, and how many are left to issue. */
+struct ChainCursor {
+    int g, t, left;
+};
+
+/* Thread 0: the next B slab of the stream into its stage, on its mbarrier. */
 __device__ __forceinline__ void chain_issue(const Chain &C, const ChainMaps &M, unsigned ring_s,
-                                            unsigned bars, int t)
+                                            unsigned bars, ChainCursor &q)
 {
-    if (t >= C.first[C.layers])
+    if (q.left == 0)
         return;
-    const int l = chain_layer_of(C, t), s = t % CH_STAGES;
+    const int l = chain_layer_of(C, q.t), s = q.g % CH_STAGES;
     const unsigned bar = bars + 8 * s;
     mbar_expect_tx(bar, C.l[l].wide ? CH_WSLAB : CH_WSLAB / 2);
-    tma_load_2d(ring_s + s * CH_WSLAB, &M.b[l], (t - C.first[l]) * BK, 0, bar);
+    tma_load_2d(ring_s + s * CH_WSLAB, &M.b[l], (q.t - C.first[l]) * BK, 0, bar);
+    q.g++, q.left--;
+    q.t = q.t + 1 == C.first[C.layers] ? 0 : q.t + 1;
 }
 
-/* One layer of the chain: NACC accumulators per thread (64: the warpgroup's
- * 128 of a wide layer's columns; 32: its 64 of a narrow one's). On entry the
- * layer's first slabs are in flight or in their stages; on return the same
- * holds for the next layer's, and the layer's output is in act (if another
- * layer follows) and in L.c. */
+/* Thread 0: slab s of the first A of the tile at row m0 into the
+ * activation buffer at act_s, on the mbarrier abar (whose phase expects all
+ * of them: chain_expect_a first). */
+__device__ __forceinline__ void chain_expect_a(const Chain &C, unsigned abar)
+{
+    mbar_expect_tx(abar, (unsigned)(C.l[0].slabs * CH_ASLAB));
+}
+__device__ __forceinline__ void chain_issue_a(const CUtensorMap &a, unsigned act_s, unsigned abar,
+                                              int m0, int s)
+{
+    tma_load_2d(act_s + s * CH_ASLAB, &a, s * BK, m0, abar);
+}
+
+/* ELU from the hardware exponential with its flush-to-zero form: the bits
+ * of elu_fast (and so of the layer launches). Where the two exponentials
+ * differ, below 2^-126, both results are 1 - e rounded to -1.0f, and for a
+ * subnormal z both give 0.0f; test_v3_fast_wgmma checks it on inputs of
+ * ±100. Half the instructions of __expf's range handling. */
+__device__ __forceinline__ float elu_fast_ftz(float z)
+{
+    float e;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(z * 1.4426950216293334961f));
+    return z > 0.0f ? z : e - 1.0f;
+}
+
+/* One output pair of a chain epilogue: the ELU' of the records, or the bias
+ * and the activation. */
+template <int EPI>
+__device__ __forceinline__ float2 chain_pair(float v0, float v1, float2 pre, int elu)
+{
+    if (EPI == EPI_ELU_GRAD)
+        return make_float2(auxtrunk_canon_elu_grad(v0, pre.x), auxtrunk_canon_elu_grad(v1, pre.y));
+    v0 += pre.x, v1 += pre.y;
+    if (elu)
+        v0 = elu_fast_ftz(v0), v1 = elu_fast_ftz(v1);
+    return make_float2(v0, v1);
+}
+
+/* One layer of a tile of the chain: NACC accumulators per thread (64: the
+ * warpgroup's 128 of a wide layer's columns; 32: its 64 of a narrow one's).
+ * On entry the layer's first slabs are in flight or in their stages; on
+ * return the same holds for the next layer's (or the next tile's). The
+ * output of a layer but the last goes into act, as the next layer's A, and
+ * from there to L.c by TMA (thread 0's last bulk group); the last layer's
+ * goes to L.c from the registers, while its slabs of act take the next
+ * tile's first A (at row next_m0, if >= 0). g0 is the stream index of the
+ * tile's first B slab; q is thread 0's issue cursor. */
 template <int EPI, int NACC>
-__device__ __forceinline__ void chain_layer(const Chain &C, const ChainMaps &M, int l,
-                                            unsigned char *act, unsigned act_s, unsigned ring_s,
-                                            unsigned bars, int m0)
+__device__ __forceinline__ void
+chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, unsigned char *act,
+            unsigned act_s, unsigned ring_s, unsigned bars, unsigned abar, int m0, int next_m0,
+            int g0, ChainCursor &q)
 {
     constexpr int WN = 2 * NACC; /* columns of one warpgroup */
+    constexpr int NP = WN / 8;   /* column pairs of one thread, per row */
     const ChainLayer &L = C.l[l];
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
+    const int rw = warp * 16 + (lane >> 2), cw = wg * WN, cq = 2 * (lane & 3);
+    const bool last = l + 1 == C.layers;
+
+    /* what the epilogue reads, in flight during the wgmmas: the ELU'
+     * records of this thread's elements (rows rw and rw + 8), or the bias of
+     * its columns */
+    float2 pre[EPI == EPI_ELU_GRAD ? 2 * NP : NP];
+#pragma unroll
+    for (int j = 0; j < NP; j++) {
+        const int col = cw + 8 * j + cq; /* n is a multiple of 4: pairs are whole */
+        if (EPI == EPI_ELU_GRAD) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = m0 + rw + 8 * h;
+                pre[2 * j + h] =
+                    row < C.m && col < L.n
+                        ? __ldg(reinterpret_cast<const float2 *>(L.y + (size_t)row * L.n + col))
+                        : make_float2(0.0f, 0.0f);
+            }
+        } else {
+            pre[j] = col < L.n ? __ldg(reinterpret_cast<const float2 *>(L.bias + col))
+                               : make_float2(0.0f, 0.0f);
+        }
+    }
+
+    /* thread 0, last layer: the next tile's A slabs issued so far (the
+     * first once the previous layer's output stores have read act) */
+    const bool refill = last && next_m0 >= 0 && tid == 0;
+    const int a_slabs = C.l[0].slabs;
+    int a_next = 0;
     float acc[NACC];
 #pragma unroll
     for (int i = 0; i < NACC; i++)
         acc[i] = 0.0f;
-    const int t0 = C.first[l];
+    const int t0 = g0 + C.first[l];
     for (int s = 0; s < L.slabs; s++) {
         const int t = t0 + s;
-        mbar_wait(bars + 8 * (t % CH_STAGES), (unsigned)(t / CH_STAGES) & 1u);
+        mbar_wait_cta(bars + 8 * (t % CH_STAGES), (unsigned)(t / CH_STAGES) & 1u);
         wgmma_fence();
         wgmma_slab(acc, act_s + s * CH_ASLAB, ring_s + (t % CH_STAGES) * CH_WSLAB + wg * WN * 128);
         wgmma_commit();
         wgmma_wait_one(); /* this warpgroup's slab t - 1 is done */
-        __syncthreads();  /* every warpgroup's: its stage takes slab t - 1 + CH_STAGES */
+        __syncthreads();  /* every warpgroup's: its stage takes the next slab of the stream */
         if (tid == 0 && t >= 1)
-            chain_issue(C, M, ring_s, bars, t - 1 + CH_STAGES);
+            chain_issue(C, M, ring_s, bars, q);
+        if (refill && s >= 1 && a_next < a_slabs) { /* act's slab s - 1 is read */
+            if (a_next == 0)
+                bulk_wait_read(), chain_expect_a(C, abar);
+            chain_issue_a(a, act_s, abar, next_m0, a_next++);
+        }
     }
     wgmma_wait_all();
-    __syncthreads(); /* every wgmma of the layer has read act */
+    if (tid == 0)
+        bulk_wait_read(); /* the previous layer's output stores have read act */
+    __syncthreads();      /* and every wgmma of this layer has */
+    if (refill && a_next < a_slabs) {
+        if (a_next == 0)
+            chain_expect_a(C, abar);
+        while (a_next < a_slabs)
+            chain_issue_a(a, act_s, abar, next_m0, a_next++);
+    }
 
-    const int rw = warp * 16 + (lane >> 2), cw = wg * WN, cq = 2 * (lane & 3);
-    const bool next = l + 1 < C.layers;
+    const int elu = EPI == EPI_BIAS_ACT ? L.elu : 0;
+    const bool cols_full = L.n == 2 * WN;
+    if (last) {
+        if (cols_full && m0 + CH_M <= C.m) {
+            /* every element is live and the row stride is 2 WN: one address
+             * and compile-time offsets from it */
+            float *const c0 = L.c + (size_t)(m0 + rw) * (2 * WN) + cw + cq;
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int j = 0; j < NP; j++)
+                    *reinterpret_cast<float2 *>(c0 + (size_t)h * 8 * (2 * WN) + 8 * j) =
+                        chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
+                                        pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = m0 + rw + 8 * h;
+#pragma unroll
+                for (int j = 0; j < NP; j++) {
+                    const int col = cw + 8 * j + cq;
+                    if (row < C.m && col < L.n)
+                        *reinterpret_cast<float2 *>(L.c + (size_t)row * L.n + col) =
+                            chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
+                                            pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
+                }
+            }
+        }
+        return;
+    }
+
+    /* the output into act, as the next layer's A and for its stores: in the
+     * swizzled slabs (sw128_off) element (rl, col) is at slab col / 32, row
+     * rl, chunk ((col % 32) / 4) ^ (rl % 8); for this thread col % 32 = 8 (j
+     * % 4) + cq and rl % 8 = rw % 8. Past n the values are 0, as the
+     * weights were there. */
+    unsigned char *const a0 = act + (cw >> 5) * CH_ASLAB + rw * 128 + (cq & 3) * 4;
+    unsigned chunk[4];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+        chunk[r] = (unsigned)(((2 * r + (cq >> 2)) ^ (rw & 7)) << 4);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const int rl = rw + 8 * h, row = m0 + rl;
 #pragma unroll
-        for (int j = 0; j < WN / 8; j++) {
-            const int col = cw + 8 * j + cq; /* n is a multiple of 4: pairs are whole */
-            const bool live = row < C.m && col < L.n;
-            float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-            if (EPI == EPI_ELU_GRAD) {
-                const float2 y =
-                    live ? *reinterpret_cast<const float2 *>(L.y + (size_t)row * L.n + col)
-                         : make_float2(0.0f, 0.0f);
-                v0 = auxtrunk_canon_elu_grad(v0, y.x);
-                v1 = auxtrunk_canon_elu_grad(v1, y.y);
-            } else {
-                if (col < L.n)
-                    v0 += __ldg(L.bias + col), v1 += __ldg(L.bias + col + 1);
-                if (L.elu)
-                    v0 = elu_fast(v0), v1 = elu_fast(v1);
-            }
-            if (live)
-                *reinterpret_cast<float2 *>(L.c + (size_t)row * L.n + col) = make_float2(v0, v1);
-            /* the next layer's A: zero past n (the weights were zero there) */
-            if (next)
-                *reinterpret_cast<float2 *>(act + (col >> 5) * CH_ASLAB + sw128_off(rl, col & 31)) =
-                    make_float2(v0, v1);
+        for (int j = 0; j < NP; j++) {
+            const float2 v = cols_full || cw + 8 * j + cq < L.n
+                                 ? chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
+                                                   pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu)
+                                 : make_float2(0.0f, 0.0f);
+            *reinterpret_cast<float2 *>(a0 + h * 8 * 128 + (j >> 2) * CH_ASLAB + chunk[j & 3]) = v;
         }
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads(); /* the next layer's A is complete */
+    __syncthreads(); /* the output is complete in act */
+    if (tid == 0) {  /* into L.c, clipped to the batch and to n */
+        for (int s = 0; s * BK < L.n; s++)
+            tma_store_2d(&M.c[l], s * BK, m0, act_s + s * CH_ASLAB);
+        bulk_commit();
+    }
 }
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
-/* A chain of layers on one 64-row tile per block: the forward (EPI_BIAS_ACT:
- * x → h1 → h2 → out) or the backward's hidden gradients (EPI_ELU_GRAD:
- * dout → dh2_pre → dh1_pre). The tile's first A (x or dout) arrives by TMA
- * ([64 rows, 32 k] boxes, all of its slabs at once); every output goes to
- * device memory (the records, or the hidden gradients the weight gradients
- * read) and, but the last, into shared memory as the next layer's A. Every
- * output element gets the k order, the rounding of B and the epilogue of
- * v3_wgmma_layer (or v3_wgmma_hidden_grad): the same bits. A programmatic
- * dependent of the prep launch: it waits for it before its first copy of B. */
+/* A chain of layers on 64-row tiles: the forward (EPI_BIAS_ACT: x → h1 → h2
+ * → out) or the backward's hidden gradients (EPI_ELU_GRAD: dout → dh2_pre →
+ * dh1_pre). A tile's first A (x or dout) arrives by TMA ([64 rows, 32 k]
+ * boxes, all of its slabs at once, during the block's previous tile); each
+ * layer's output goes into the tile's activation buffer, as the next
+ * layer's A, and from there by TMA to device memory (the records, or the
+ * hidden gradients the weight gradients read). Every output element gets
+ * the k order, the rounding of B and the epilogue of v3_wgmma_layer (or
+ * v3_wgmma_hidden_grad): the same bits. A programmatic dependent of the
+ * prep launch: it waits for it before its first copy of B. */
 template <int EPI>
 __global__ void __launch_bounds__(NT, 1)
     v3_wgmma_chain_kernel(const __grid_constant__ CUtensorMap a, const __grid_constant__ Chain C,
@@ -831,34 +968,46 @@ __global__ void __launch_bounds__(NT, 1)
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char *const act = smem_raw + (base - raw);
-    const unsigned act_s = base, ring_s = base + KMAX / BK * CH_ASLAB;
-    const unsigned bar = ring_s + CH_STAGES * CH_WSLAB, bars = bar + 8;
-    const int tid = threadIdx.x, m0 = blockIdx.x * CH_M;
+    const unsigned ring_s = base + CH_ACT;
+    const unsigned abar = ring_s + CH_STAGES * CH_WSLAB, bars = abar + 8;
+    const int tid = threadIdx.x;
+    /* this block's tiles and slabs */
+    const int tiles = (C.m + CH_M - 1) / CH_M;
+    const int mine = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+    const int per_tile = C.first[C.layers], total = mine * per_tile;
 
     if (tid == 0) {
-        mbar_init(bar, 1);
+        mbar_init(abar, 1);
         for (int s = 0; s < CH_STAGES; s++)
             mbar_init(bars + 8 * s, 1);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     v2pdl::pdl_wait(); /* the prepared weights are complete */
     v2pdl::pdl_trigger();
+    ChainCursor q = {0, 0, total};
     if (tid == 0) {
-        const int slabs = C.l[0].slabs;
-        mbar_expect_tx(bar, (unsigned)(slabs * CH_ASLAB));
-        for (int s = 0; s < slabs; s++)
-            tma_load_2d(act_s + s * CH_ASLAB, &a, s * BK, m0, bar);
+        chain_expect_a(C, abar);
+        for (int s = 0; s < C.l[0].slabs; s++)
+            chain_issue_a(a, base, abar, (int)blockIdx.x * CH_M, s);
         for (int t = 0; t < CH_STAGES; t++)
-            chain_issue(C, M, ring_s, bars, t);
+            chain_issue(C, M, ring_s, bars, q);
     }
     __syncthreads(); /* the mbarriers' initialisation is visible */
-    mbar_wait(bar, 0);
-    for (int l = 0; l < C.layers; l++) {
-        if (C.l[l].wide)
-            chain_layer<EPI, 64>(C, M, l, act, act_s, ring_s, bars, m0);
-        else
-            chain_layer<EPI, 32>(C, M, l, act, act_s, ring_s, bars, m0);
+    for (int i = 0; i < mine; i++) {
+        const int m0 = ((int)blockIdx.x + i * (int)gridDim.x) * CH_M;
+        const int next_m0 = i + 1 < mine ? m0 + (int)gridDim.x * CH_M : -1;
+        mbar_wait_cta(abar, (unsigned)i & 1u);
+        for (int l = 0; l < C.layers; l++) {
+            if (C.l[l].wide)
+                chain_layer<EPI, 64>(C, M, a, l, act, base, ring_s, bars, abar, m0, next_m0,
+                                     i * per_tile, q);
+            else
+                chain_layer<EPI, 32>(C, M, a, l, act, base, ring_s, bars, abar, m0, next_m0,
+                                     i * per_tile, q);
+        }
     }
+    if (tid == 0)
+        bulk_wait_all(); /* the stored outputs are written before the block's shared memory goes */
 #else
     (void)a, (void)C, (void)M;
 #endif
@@ -1007,7 +1156,8 @@ bool chain_width_ok(int w) { return w > 0 && w % 4 == 0 && w <= CH_NMAX && w <= 
  * launch (an ordinary one: whatever the caller queued before is complete
  * before it runs) and the chain as its programmatic dependent. */
 template <int EPI>
-cudaError_t launch_chain(const float *a, int k0, Chain C, float *scratch, cudaStream_t stream)
+cudaError_t launch_chain(int dev, const float *a, int k0, Chain C, float *scratch,
+                         cudaStream_t stream)
 {
     CUtensorMap map;
     ChainMaps M;
@@ -1023,17 +1173,21 @@ cudaError_t launch_chain(const float *a, int k0, Chain C, float *scratch, cudaSt
         scratch += (size_t)L.n * L.k;
         C.first[l + 1] = C.first[l] + L.slabs;
         prep_blocks += prep_tiles(L.n, L.k);
-        if (!encode_kmajor_map(&M.b[l], L.wcp, L.k, L.n, L.wide ? CH_NMAX : CH_NMAX / 2))
+        if (!encode_kmajor_map(&M.b[l], L.wcp, L.k, L.n, L.wide ? CH_NMAX : CH_NMAX / 2) ||
+            !encode_kmajor_map(&M.c[l], L.c, L.n, C.m, CH_M))
             return cudaErrorInvalidValue;
     }
     for (int l = C.layers; l < CH_LAYERS; l++)
-        M.b[l] = M.b[0]; /* never read */
+        M.b[l] = M.b[0], M.c[l] = M.c[0]; /* never read */
     cudaError_t e;
     if ((e = v2pdl::launch(v3_wgmma_chain_prep_kernel<EPI>, dim3((unsigned)prep_blocks), dim3(256),
                            0, stream, false, C)) != cudaSuccess)
         return e;
-    return v2pdl::launch(v3_wgmma_chain_kernel<EPI>, dim3((unsigned)((C.m + CH_M - 1) / CH_M)),
-                         dim3(NT), CH_SMEM_BYTES, stream, true, map, C, M);
+    /* persistent: one block per multiprocessor, at most one per tile */
+    const int tiles = (C.m + CH_M - 1) / CH_M;
+    const int grid = tiles < g_sms[dev] ? tiles : g_sms[dev];
+    return v2pdl::launch(v3_wgmma_chain_kernel<EPI>, dim3((unsigned)grid), dim3(NT), CH_SMEM_BYTES,
+                         stream, true, map, C, M);
 }
 
 } /* namespace */
@@ -1227,7 +1381,8 @@ extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, con
                                         int batch, float *h1, float *h2, float *out, float *scratch,
                                         cudaStream_t stream)
 {
-    if (ready_device() < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
+    const int dev = ready_device();
+    if (dev < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
         return cudaErrorInvalidValue;
     const void *const ptr[8] = {x, h1, h2, out, p->w1, p->w2, p->w3, scratch};
     for (const void *q : ptr)
@@ -1240,7 +1395,7 @@ extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, con
     C.l[0] = {p->w1, p->b1, nullptr, h1, d.h1, d.enc, 1, 0, 0};
     C.l[1] = {p->w2, p->b2, nullptr, h2, d.h2, d.h1, 1, 0, 0};
     C.l[2] = {p->w3, p->b3, nullptr, out, d.aux, d.h2, 0, 0, 0};
-    return launch_chain<EPI_BIAS_ACT>(x, d.enc, C, scratch, stream);
+    return launch_chain<EPI_BIAS_ACT>(dev, x, d.enc, C, scratch, stream);
 }
 
 extern "C" cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p, const float *dout,
@@ -1248,7 +1403,8 @@ extern "C" cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p
                                              float *dh2, float *dh1, float *scratch,
                                              cudaStream_t stream)
 {
-    if (ready_device() < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
+    const int dev = ready_device();
+    if (dev < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
         return cudaErrorInvalidValue;
     const void *const ptr[8] = {dout, h1, h2, dh2, dh1, p->w2, p->w3, scratch};
     for (const void *q : ptr)
@@ -1258,5 +1414,5 @@ extern "C" cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p
     C.layers = 2, C.m = batch;
     C.l[0] = {p->w3, nullptr, h2, dh2, d.h2, d.aux, 0, 0, 0};
     C.l[1] = {p->w2, nullptr, h1, dh1, d.h1, d.h2, 0, 0, 0};
-    return launch_chain<EPI_ELU_GRAD>(dout, d.aux, C, scratch, stream);
+    return launch_chain<EPI_ELU_GRAD>(dev, dout, d.aux, C, scratch, stream);
 }

@@ -86,6 +86,20 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
                  : "memory");
 }
 
+/* The same for an mbarrier that only this block's own copies complete (a
+ * TMA load into this block): acquire at block scope, which does not
+ * invalidate the L1 as the cluster-scope wait does. */
+__device__ __forceinline__ void mbar_wait_cta(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT: mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT;\n"
+                 "}" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
 /* 16 bytes into a peer's shared memory (dst from peer()), counted on the
  * peer's mbarrier (bar from peer()). */
 __device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)

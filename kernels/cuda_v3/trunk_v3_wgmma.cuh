@@ -62,6 +62,36 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap *map
                  : "memory");
 }
 
+/* The box at coordinates (c0, c1) of a tensor map from shared memory at src
+ * (its layout, swizzle included, as tma_load_2d writes it), in the calling
+ * thread's current bulk group; the part of the box outside the tensor is
+ * not written. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, int c0, int c1, unsigned src)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+            reinterpret_cast<uint64_t>(map)),
+        "r"(c0), "r"(c1), "r"(src)
+        : "memory");
+}
+
+/* The calling thread's bulk stores issued so far form one group. */
+__device__ __forceinline__ void bulk_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/* Until every bulk group of the calling thread has read its shared memory
+ * (which may then be overwritten), or has been written completely. */
+__device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_all()
+{
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 #define V3W_R8(i)                                                                               \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
         "+f"(d[i + 6]), "+f"(d[i + 7])
