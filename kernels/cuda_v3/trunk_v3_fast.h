@@ -210,9 +210,10 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
  * is level with the layer launches at 8,192 and slower elsewhere (49.7
  * against 38.2 µs at 1,024, 445.6 against 400.5 at 65,536): its slab loop
  * waits on the weights at about 1,200 SM clocks per wide slab, against the
- * 700 that the floor program's loop takes with each block streaming its own
- * rows (docs/perf-notes-v3-fast.md, "The persistent chain"). It stays built
- * and tested (bit for bit against the layer launches). */
+ * 700 that the floor program's TMA-fed loop takes whether or not its
+ * blocks share their rows (docs/perf-notes-v3-fast.md, "The persistent
+ * chain"). It stays built and tested (bit for bit against the layer
+ * launches). */
 int v3_wgmma_chain_supported(atk_dims_t d);
 size_t v3_wgmma_chain_scratch_floats(atk_dims_t d);
 cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,

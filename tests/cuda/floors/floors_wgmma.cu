@@ -20,7 +20,10 @@
  * kernels are fed: [rows, 32 k] boxes with the 128-byte swizzle, four
  * stages on mbarriers, one thread issuing every copy and refilling a stage
  * once every warpgroup is done with it (a block barrier per slab), from a
- * 16 MiB tensor (it stays in L2) or a 1 GiB one (every box from DRAM):
+ * 16 MiB tensor (it stays in L2; each block reads its own rows of it), a
+ * 1 GiB one (every box from DRAM), or the same rows for every block (the
+ * box's rows of a 256-wide tensor, 256 KiB: as the chain kernel's blocks all
+ * read one layer's weights):
  *   - TMA alone (no wgmma): the copy engine's rate into one SM;
  *   - A by TMA, B resident: the layer kernel's tall tile (128 rows, N = 128);
  *   - B by TMA, A resident, each warpgroup its own 64 rows and all of a
@@ -315,18 +318,27 @@ void time_launches(const void *kernel, int grid, int threads, int smem, void **a
     *clk_med = median(clk), *ms_med = median(ms);
 }
 
+/* Where a feed row's boxes come from. */
+enum Source {
+    SRC_L2 = 0,    /* a 16 MiB tensor, each block its own rows */
+    SRC_DRAM = 1,  /* a 1 GiB tensor, each block its own rows */
+    SRC_SHARED = 2 /* one box's rows, the same for every block */
+};
+const char *const src_name[] = {"16 MiB (L2)", "1 GiB (DRAM)",
+                                "256 KiB, every block the same (L2)"};
+
 struct FeedRow {
-    int n, feed, dram;
+    int n, feed, src;
     const void *kernel;
     int smem, box_rows;
 };
 
 template <int N, int FEED>
-FeedRow feed_row(int dram)
+FeedRow feed_row(int src)
 {
     return {N,
             FEED,
-            dram,
+            src,
             reinterpret_cast<const void *>(tma_feed_kernel<N, FEED>),
             feed_smem_bytes<N, FEED>(),
             box_rows<N, FEED>()};
@@ -357,15 +369,20 @@ void floors_tma_feed(int grid, unsigned long long *cycles, float *sink, cudaEven
     CK(cudaMalloc(&src, rows_dram * width * sizeof(float)));
     CK(cudaMemset(src, 0x3F, rows_dram * width * sizeof(float))); /* 0.747f everywhere */
     const FeedRow rows[] = {
-        feed_row<128, FEED_ONLY>(0), feed_row<128, FEED_ONLY>(1),  feed_row<128, FEED_A>(0),
-        feed_row<128, FEED_A>(1),    feed_row<256, FEED_B_OWN>(0), feed_row<128, FEED_B_SPLIT>(0),
+        feed_row<128, FEED_ONLY>(SRC_L2),        feed_row<128, FEED_ONLY>(SRC_DRAM),
+        feed_row<128, FEED_A>(SRC_L2),           feed_row<128, FEED_A>(SRC_DRAM),
+        feed_row<256, FEED_B_OWN>(SRC_L2),       feed_row<128, FEED_B_SPLIT>(SRC_L2),
+        feed_row<128, FEED_ONLY>(SRC_SHARED),    feed_row<256, FEED_B_OWN>(SRC_SHARED),
+        feed_row<128, FEED_B_SPLIT>(SRC_SHARED),
     };
     printf("\n## The same loop fed by TMA (four stages, a block barrier per slab)\n\n");
     printf("| N | feed | source | bytes per slab | SM clocks per slab | bytes per SM clock | "
            "TB/s |\n");
     printf("| --- | --- | --- | --- | --- | --- | --- |\n");
     for (const FeedRow &r : rows) {
-        const size_t m = r.dram ? rows_dram : rows_l2;
+        const size_t m = r.src == SRC_DRAM     ? rows_dram
+                         : r.src == SRC_SHARED ? (size_t)r.box_rows
+                                               : rows_l2;
         const cuuint64_t dims[2] = {(cuuint64_t)width, (cuuint64_t)m};
         const cuuint64_t strides[1] = {(cuuint64_t)width * sizeof(float)};
         const cuuint32_t box[2] = {(cuuint32_t)BK, (cuuint32_t)r.box_rows}, estr[2] = {1, 1};
@@ -384,7 +401,7 @@ void floors_tma_feed(int grid, unsigned long long *cycles, float *sink, cudaEven
         time_launches(r.kernel, grid, 256, r.smem, args, cycles, e0, e1, &clk, &ms);
         const double bytes = (double)r.box_rows * 128, per_slab = clk / SLABS;
         printf("| %d | %s | %s | %.0f | %.0f | %.1f | %.2f |\n", r.n, feed_name[r.feed],
-               r.dram ? "1 GiB (DRAM)" : "16 MiB (L2)", bytes, per_slab, bytes / per_slab,
+               src_name[r.src], bytes, per_slab, bytes / per_slab,
                bytes * SLABS * grid / (ms * 1e-3) / 1e12);
     }
     CK(cudaFree(src));
