@@ -629,12 +629,15 @@ START_TEST(chain_matches_layer_launches)
     /* {enc, h1, h2, aux}, batch: the production topology at one row, one
      * 64-row tile and past it, fast mode's batches (1,024 to 20,011: one to
      * three tiles per SM); widths with tails past a 32-float slab and past
-     * 128 columns (132, 200), narrow ones (4, 12, 20) */
+     * 128 columns (132, 200), narrow ones (4, 12, 20); several tiles per
+     * block where the last layer's A has fewer slabs than the first A (the
+     * next tile's A then streams in mostly after the last layer's loop: 60
+     * against 100 and 256, one slab against one) */
     static const trunk_case_t cases[] = {
-        {{256, 256, 256, 128}, 1},     {{256, 256, 256, 128}, 65},   {{36, 132, 20, 12}, 300},
-        {{100, 200, 60, 256}, 129},    {{4, 8, 12, 4}, 64},          {{256, 256, 256, 128}, 1024},
-        {{132, 256, 132, 128}, 1000},  {{256, 256, 256, 128}, 4113}, {{256, 256, 256, 128}, 16384},
-        {{256, 256, 256, 128}, 20011},
+        {{256, 256, 256, 128}, 1},    {{256, 256, 256, 128}, 65},    {{36, 132, 20, 12}, 300},
+        {{100, 200, 60, 256}, 129},   {{4, 8, 12, 4}, 64},           {{256, 256, 256, 128}, 1024},
+        {{100, 200, 60, 256}, 20000}, {{4, 8, 12, 4}, 9000},         {{132, 256, 132, 128}, 1000},
+        {{256, 256, 256, 128}, 4113}, {{256, 256, 256, 128}, 16384}, {{256, 256, 256, 128}, 20011},
     };
     const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
     for (size_t i = 0; i < n_cases; i++)
