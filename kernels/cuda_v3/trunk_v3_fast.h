@@ -188,9 +188,10 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
 
 /* The chain kernel: a whole forward, or both hidden gradients, in one
  * persistent launch (a block per multiprocessor walking 64-row tiles), each
- * layer's output kept in shared memory as the next layer's A operand and
- * stored from there to device memory by TMA (the records h1, h2 and out;
- * dh2_pre and dh1_pre, which the weight gradients read). The weights reach
+ * layer's output but the last kept in shared memory as the next layer's A
+ * operand and stored from there to device memory by TMA, the last one's
+ * stored from the registers (the records h1, h2 and out; dh2_pre and
+ * dh1_pre, which the weight gradients read). The weights reach
  * the tensor cores slab by slab by TMA from a copy in scratch that a first,
  * small launch writes: K-major (Wᵀ for the forward, W3 and W2 as stored for
  * the hidden gradients) and rounded to TF32 as the layer launches round

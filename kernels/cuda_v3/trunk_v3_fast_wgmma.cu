@@ -677,8 +677,8 @@ struct Chain {
 };
 
 /* The chain's tensor maps, per layer: B, a [256 or 128 n, 32 k] box of its
- * prepared copy; c, a [64 rows, 32 n] box of its output, which the block
- * stores from its activation buffer. */
+ * prepared copy; c (every layer but the last), a [64 rows, 32 n] box of its
+ * output, which the block stores from its activation buffer. */
 struct ChainMaps {
     CUtensorMap b[CH_LAYERS];
     CUtensorMap c[CH_LAYERS];
@@ -951,11 +951,12 @@ chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, uns
 /* A chain of layers on 64-row tiles: the forward (EPI_BIAS_ACT: x → h1 → h2
  * → out) or the backward's hidden gradients (EPI_ELU_GRAD: dout → dh2_pre →
  * dh1_pre). A tile's first A (x or dout) arrives by TMA ([64 rows, 32 k]
- * boxes, all of its slabs at once, during the block's previous tile); each
- * layer's output goes into the tile's activation buffer, as the next
- * layer's A, and from there by TMA to device memory (the records, or the
- * hidden gradients the weight gradients read). Every output element gets
- * the k order, the rounding of B and the epilogue of v3_wgmma_layer (or
+ * boxes; for every tile but the block's first, during the previous tile's
+ * last layer); each layer's output but the last goes into the tile's
+ * activation buffer, as the next layer's A, and from there by TMA to device
+ * memory (the records, or the hidden gradients the weight gradients read),
+ * the last layer's from the registers. Every output element gets the k
+ * order, the rounding of B and the epilogue of v3_wgmma_layer (or
  * v3_wgmma_hidden_grad): the same bits. A programmatic dependent of the
  * prep launch: it waits for it before its first copy of B. */
 template <int EPI>
@@ -1152,7 +1153,8 @@ bool chain_width_ok(int w) { return w > 0 && w % 4 == 0 && w <= CH_NMAX && w <= 
 
 /* The chain's slab plan, its layers' prepared copies in scratch (one after
  * another, each [n, k]) with their B tensor maps ([256 or 128 n, 32 k]
- * boxes) and the first A's ([m, k0], [64 rows, 32 k] boxes); then the prep
+ * boxes), the output maps of every layer but the last ([m, n], [64 rows, 32
+ * n] boxes) and the first A's ([m, k0], [64 rows, 32 k] boxes); then the prep
  * launch (an ordinary one: whatever the caller queued before is complete
  * before it runs) and the chain as its programmatic dependent. */
 template <int EPI>
@@ -1173,12 +1175,15 @@ cudaError_t launch_chain(int dev, const float *a, int k0, Chain C, float *scratc
         scratch += (size_t)L.n * L.k;
         C.first[l + 1] = C.first[l] + L.slabs;
         prep_blocks += prep_tiles(L.n, L.k);
+        /* the last layer stores from the registers: no map for its output */
         if (!encode_kmajor_map(&M.b[l], L.wcp, L.k, L.n, L.wide ? CH_NMAX : CH_NMAX / 2) ||
-            !encode_kmajor_map(&M.c[l], L.c, L.n, C.m, CH_M))
+            (l + 1 < C.layers && !encode_kmajor_map(&M.c[l], L.c, L.n, C.m, CH_M)))
             return cudaErrorInvalidValue;
     }
+    for (int l = C.layers - 1; l < CH_LAYERS; l++)
+        M.c[l] = M.c[0]; /* never read */
     for (int l = C.layers; l < CH_LAYERS; l++)
-        M.b[l] = M.b[0], M.c[l] = M.c[0]; /* never read */
+        M.b[l] = M.b[0]; /* never read */
     cudaError_t e;
     if ((e = v2pdl::launch(v3_wgmma_chain_prep_kernel<EPI>, dim3((unsigned)prep_blocks), dim3(256),
                            0, stream, false, C)) != cudaSuccess)
