@@ -3,7 +3,9 @@
  * (trunk_v3_fast.h): which kernels a call runs. No kernels of its own: the
  * exact path below V2_FAST_MIN_BATCH (trunk_v3.cu); from V3_WGMMA_MIN_BATCH
  * the Hopper layer GEMM for the forward (trunk_v3_fast_wgmma.cu, staging
- * variant 2) and for the backward's hidden gradients where the device runs
+ * variant 2; the chain kernel on 128-row tiles where
+ * v3_wgmma_chain_forward_picked says) and for the backward's hidden
+ * gradients where the device runs
  * it, and for the weight gradients after them (V3_WGMMA_WEIGHT_GRADS);
  * cuda-v2's fast kernels for the rest (trunk_v2_fast.cu, linked from
  * auxtrunk_kernels_cuda_v2).
@@ -68,9 +70,9 @@ extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
     const size_t exact = v3_workspace_floats(d, max_batch);
     const size_t fast = v2_fast_workspace_floats(d, max_batch);
-    /* the chain's prepared weights only where fast mode can pick it */
-    const size_t chain =
-        V3_WGMMA_CHAIN_MAX_BATCH >= V3_WGMMA_MIN_BATCH ? v3_wgmma_chain_scratch_floats(d) : 0;
+    /* the chain's prepared weights wherever the wgmma path may run (the
+     * batches fast mode picks the chain at depend on the device) */
+    const size_t chain = max_batch >= V3_WGMMA_MIN_BATCH ? v3_wgmma_chain_scratch_floats(d) : 0;
     const size_t wgrad = v2_workspace_carve(d, max_batch, NULL).floats +
                          v3_wgmma_weight_grads_floats(d, max_batch) + chain;
     const size_t most = fast > exact ? fast : exact;
@@ -92,10 +94,10 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
     if (!wgmma_forward_takes(d, p, x, batch, h1, h2, out))
         return batch < V2_FAST_MIN_BATCH ? v3_forward(d, p, x, batch, h1, h2, out, stream)
                                          : v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
-    if (batch <= V3_WGMMA_CHAIN_MAX_BATCH && v3_wgmma_chain_supported(d) && workspace &&
+    if (v3_wgmma_chain_forward_picked(batch) && v3_wgmma_chain_supported(d) && workspace &&
         aligned16(workspace)) /* the prepared weights, then one launch */
         return v3_wgmma_forward(d, p, x, batch, h1, h2, out, chain_scratch(d, batch, workspace),
-                                stream);
+                                V3_WGMMA_CHAIN_TILE_128, stream);
     /* the first launch of the call is an ordinary one: whatever the caller
      * queued before (an optimizer step writing the weights) is complete
      * before any block runs; the next ones stage their weights early */
@@ -123,13 +125,9 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
     /* dh2_pre and dh1_pre where cuda-v2's weight gradients read them */
     const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
     cudaError_t e;
-    /* one chain launch, or an ordinary first launch and a dependent (as in
-     * the forward): the same bits */
-    if (batch <= V3_WGMMA_CHAIN_MAX_BATCH && v3_wgmma_chain_supported(d))
-        e = v3_wgmma_hidden_grads(d, p, dout, h1, h2, batch, W.dh2, W.dh1,
-                                  chain_scratch(d, batch, workspace), stream);
-    else if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0,
-                                       V3_WGMMA_TILE_AUTO, stream)) == cudaSuccess)
+    /* an ordinary first launch and a dependent, as in the forward */
+    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, V3_WGMMA_TILE_AUTO,
+                                  stream)) == cudaSuccess)
         e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, V3_WGMMA_TILE_AUTO,
                                  stream);
     if (e != cudaSuccess)

@@ -10,7 +10,9 @@
  *   (1,024)                  runs its sm_90a image, the widths are in its
  *                            domain and every pointer is 16-byte aligned: the
  *                            forward in three launches (bias and ELU fused,
- *                            staging variant 2), the backward's hidden
+ *                            staging variant 2), or in one chain launch
+ *                            where v3_wgmma_chain_forward_picked says so (the
+ *                            same bits), the backward's hidden
  *                            gradients dh2_pre, dh1_pre on its ELU' form (two
  *                            launches, the weights read as stored: no
  *                            transposed copy), then the weight and bias
@@ -48,10 +50,10 @@
  *
  * Workspace: the largest of cuda-v3's exact workspace, cuda-v2's fast
  * workspace (either may run) and cuda-v2's carve (dh2_pre, dh1_pre, W2ᵀ,
- * W3ᵀ) followed by v3_wgmma_weight_grads' chunk partials and, where fast
- * mode can pick the chain kernel (V3_WGMMA_CHAIN_MAX_BATCH below), its
- * prepared weights (v3_wgmma_chain_scratch_floats; the forward puts them
- * there too).
+ * W3ᵀ) followed by v3_wgmma_weight_grads' chunk partials and, from
+ * V3_WGMMA_MIN_BATCH on (fast mode may pick the chain kernel there, below),
+ * its prepared weights (v3_wgmma_chain_scratch_floats; the forward puts
+ * them there too).
  *
  * The Hopper layer GEMM below (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a):
  * with staging variant 1 it measured slower than cuda-v2's fast forward at
@@ -187,7 +189,8 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
                                   cudaStream_t stream);
 
 /* The chain kernel: a whole forward, or both hidden gradients, in one
- * persistent launch (a block per multiprocessor walking 64-row tiles), each
+ * persistent launch (a block per multiprocessor walking 64- or 128-row
+ * tiles: tile below), each
  * layer's output but the last kept in shared memory as the next layer's A
  * operand and stored from there to device memory by TMA, the last one's
  * stored from the registers (the records h1, h2 and out; dh2_pre and
@@ -206,24 +209,42 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
  * queued before is complete before it runs); cudaErrorInvalidValue
  * (nothing launched) outside the domain or before a successful
  * v3_wgmma_prepare on this device.
- * Fast mode takes it for batches from V3_WGMMA_MIN_BATCH to
- * V3_WGMMA_CHAIN_MAX_BATCH, which is 0: on the H200 the graph step with it
- * is level with the layer launches at 8,192 and slower elsewhere (49.7
- * against 38.2 µs at 1,024, 445.6 against 400.5 at 65,536): its slab loop
- * waits on the weights at about 1,200 SM clocks per wide slab, against the
- * 700 that the floor program's TMA-fed loop takes whether or not its
- * blocks share their rows (docs/perf-notes-v3-fast.md, "The persistent
- * chain"). It stays built and tested (bit for bit against the layer
- * launches). */
+ * Fast mode takes it for the forward only, with 128-row tiles, where
+ * v3_wgmma_chain_forward_picked says (below): on the H200 its forward is
+ * faster than the layer launches only where its 128-row tiles make one
+ * full wave (46.0 against 51.3 µs eager at 16,384), and slower elsewhere
+ * (141.6 against 129.0 at 65,536), and its hidden gradients slower at every
+ * batch; per tile its epilogues, in which the tensor cores idle, and its
+ * waits for the weights take about as long as its wgmmas
+ * (docs/perf-notes-v3-fast.md, "128-row chain tiles"). Both tile shapes stay
+ * built and tested, bit for bit against the layer launches. */
 int v3_wgmma_chain_supported(atk_dims_t d);
 size_t v3_wgmma_chain_scratch_floats(atk_dims_t d);
+/* tile (here and below): the chain's row tiles. 64: both warpgroups on a
+ * tile's 64 rows, each on half of every layer's columns; 128: each
+ * warpgroup on its own 64 rows and every column (half the weight traffic
+ * per row, twice the tensor work per slab). AUTO takes 128 where the batch
+ * gives at least 7/8 of the multiprocessors a 128-row tile, else 64. Every
+ * tile gives the same bits; any other value is cudaErrorInvalidValue. */
+#define V3_WGMMA_CHAIN_TILE_AUTO 0
+#define V3_WGMMA_CHAIN_TILE_64 64
+#define V3_WGMMA_CHAIN_TILE_128 128
 cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
-                             float *h1, float *h2, float *out, float *scratch, cudaStream_t stream);
+                             float *h1, float *h2, float *out, float *scratch, int tile,
+                             cudaStream_t stream);
 /* dh2 [batch, H2] = (dout · W3ᵀ) ⊙ ELU'(h2), dh1 [batch, H1] = (dh2 · W2ᵀ) ⊙ ELU'(h1). */
 cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p, const float *dout,
                                   const float *h1, const float *h2, int batch, float *dh2,
-                                  float *dh1, float *scratch, cudaStream_t stream);
-#define V3_WGMMA_CHAIN_MAX_BATCH 0
+                                  float *dh1, float *scratch, int tile, cudaStream_t stream);
+/* 1 where fast mode's forward runs on the chain (128-row tiles) on the
+ * current device: where those tiles make a single wave that keeps at least
+ * 7/8 of the multiprocessors busy (B from 14,721 to 16,896 on the H200's
+ * 132), the one regime where the chain measured faster than the three layer
+ * launches (docs/perf-notes-v3-fast.md, "128-row chain tiles"); 0
+ * elsewhere, and where v3_wgmma_available() is 0. The hidden gradients
+ * always run on the two layer launches, which measured faster at every
+ * batch. */
+int v3_wgmma_chain_forward_picked(int batch);
 
 /* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's
  * v2_fast_weight_grads (0) after the wgmma hidden gradients. */

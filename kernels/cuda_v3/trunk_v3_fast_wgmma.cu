@@ -92,6 +92,7 @@ constexpr int layer_smem_bytes()
     return 1024 /* alignment slack */ + KMAX / BK * (TN * BK * 4) + NS * (TM * BK * 4) + NS * 8;
 }
 constexpr int SMEM_BYTES = layer_smem_bytes<BM, BN, FWD_STAGES>(); /* the largest of the shapes */
+constexpr int SMEM_OPTIN = 227 * 1024; /* the most a block may opt in to on sm_90 */
 static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
 /* The weight gradients' ring: WG_STAGES stages of an A and a B slab. A
  * thread stages WG_ROWS batch rows of one column of each operand per slab. */
@@ -149,6 +150,7 @@ using v3wgmma::tma_store_2d;
 using v3wgmma::wgmma_commit;
 using v3wgmma::wgmma_fence;
 using v3wgmma::wgmma_m64n128k8;
+using v3wgmma::wgmma_m64n256k8;
 using v3wgmma::wgmma_m64n64k8;
 using v3wgmma::wgmma_wait_all;
 using v3wgmma::wgmma_wait_one;
@@ -177,7 +179,9 @@ __device__ __forceinline__ void wgmma_slab(float (&acc)[NACC], unsigned sa, unsi
 {
 #pragma unroll
     for (int j = 0; j < BK / KSTEP; j++) {
-        if constexpr (NACC == 64)
+        if constexpr (NACC == 128)
+            wgmma_m64n256k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
+        else if constexpr (NACC == 64)
             wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
         else
             wgmma_m64n64k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
@@ -631,33 +635,51 @@ __global__ void __launch_bounds__(SUM_THREADS)
 
 /* ------------------------------------------------------ the chain -- */
 
-/* The chain kernel (v3_wgmma_chain_kernel): two or three layers of 64-row
- * tiles, each layer's output kept in shared memory as the next one's A
- * operand (K-major, 128-byte swizzle, as the TMA writes it). A persistent
- * launch: each block walks the row tiles blockIdx.x, blockIdx.x + gridDim.x,
- * ... with one activation buffer; during a tile's last layer, each slab of
- * it that the wgmmas are done with takes a slab of the next tile's first A
- * (x or dout) by TMA. Its B operands arrive by TMA as [256 n, 32 k] boxes
- * (128 n for a narrow layer) into a ring of CH_STAGES stages on mbarriers,
- * from a copy of the weights that v3_wgmma_chain_prep_kernel writes first:
- * K-major (Wᵀ for the forward, W as stored for the hidden gradients) and
- * rounded to TF32 as the layer launches round them while they stage, so
- * that both give the same bits. One thread issues every copy; a stage is
- * refilled once every warpgroup is done with it, and the ring runs across
- * the layers and the tiles, so the next layer's first slabs load during a
- * layer's epilogue. What an epilogue reads from device memory (the bias,
- * the ELU' records) is loaded before the layer's wgmmas, as the layer
- * kernels load it. */
-constexpr int CH_M = 64;                     /* rows per tile (one wgmma m) */
-constexpr int CH_ASLAB = CH_M * BK * 4;      /* 8 KiB: a [64, 32] slab of the tile */
-constexpr int CH_ACT = KMAX / BK * CH_ASLAB; /* 64 KiB: the activation buffer */
+/* The chain kernel (v3_wgmma_chain_kernel): two or three layers of 64- or
+ * 128-row tiles (ChainShape), each layer's output kept in shared memory as
+ * the next one's A operand (K-major, 128-byte swizzle, as the TMA writes
+ * it). A persistent launch: each block walks the row tiles blockIdx.x,
+ * blockIdx.x + gridDim.x, ... with one activation buffer per 64 rows;
+ * during a tile's last layer, each slab of it that the wgmmas are done with
+ * takes a slab of the next tile's first A (x or dout) by TMA, on that slab's
+ * own mbarrier, so that the next tile's first layer starts on its first
+ * slab. Its B operands arrive by TMA as [256 n, 32 k] boxes (128 n for a
+ * narrow layer) into a ring of stages on mbarriers, from a copy of the
+ * weights that v3_wgmma_chain_prep_kernel writes first: K-major (Wᵀ for
+ * the forward, W as stored for the hidden gradients) and rounded to TF32 as
+ * the layer launches round them while they stage, so that both give the
+ * same bits. One thread issues every load; a stage is refilled once every
+ * warpgroup is done with it, and the ring runs across the layers and the
+ * tiles, so the next layer's first slabs load during a layer's epilogue.
+ * What an epilogue reads from device memory (the bias, the ELU' records) is
+ * loaded before the layer's wgmmas, as the layer kernels load it (but for a
+ * 128-row tile's records, below), and the outputs that go to device memory
+ * by TMA are issued by one thread of each warp. */
+constexpr int CH_M = 64;                     /* rows of one wgmma m: a warpgroup's rows */
+constexpr int CH_ASLAB = CH_M * BK * 4;      /* 8 KiB: a [64, 32] slab of 64 rows */
+constexpr int CH_ACT = KMAX / BK * CH_ASLAB; /* 64 KiB: the activation buffer of 64 rows */
 constexpr int CH_NMAX = 256;                 /* widest layer output */
 constexpr int CH_WSLAB = CH_NMAX * BK * 4;   /* 32 KiB: a [256 n, 32 k] B slab */
-constexpr int CH_STAGES = 5;                 /* B ring */
 constexpr int CH_LAYERS = 3;
-/* the activation buffer, the B ring, the A mbarrier and one per stage */
-constexpr int CH_SMEM_BYTES = 1024 + CH_ACT + CH_STAGES * CH_WSLAB + 8 * (1 + CH_STAGES);
-static_assert(CH_SMEM_BYTES <= SMEM_BYTES, "v3_wgmma_prepare checks the largest kernel's need");
+
+/* The chain's two tile shapes. TM = 64: both warpgroups on the tile's 64
+ * rows, each on half of a layer's columns (m64n128k8 for a wide layer,
+ * m64n64k8 for a narrow one), a ring of five B stages. TM = 128: each
+ * warpgroup on its own 64 rows, every column (m64n256k8, m64n128k8), half
+ * the weight traffic per row and twice the tensor work per slab, a ring of
+ * three stages beside the two 64-row activation buffers. */
+template <int TM>
+struct ChainShape {
+    static constexpr int halves = TM / CH_M; /* 64-row activation buffers */
+    static constexpr int stages = TM == CH_M ? 5 : 3;
+    /* the activation buffers, the B ring, an mbarrier per slab of the first
+     * A and one per stage */
+    static constexpr int smem =
+        1024 + halves * CH_ACT + stages * CH_WSLAB + 8 * (KMAX / BK + stages);
+    static_assert(smem <= SMEM_OPTIN, "more than a block may have");
+};
+/* v3_wgmma_prepare checks that the device gives a block this much. */
+constexpr int CH_SMEM_MAX = ChainShape<128>::smem;
 
 struct ChainLayer {
     const float *w;    /* forward: [K, N] n-contiguous; hidden gradient: [N, K] k-contiguous */
@@ -753,12 +775,13 @@ struct ChainCursor {
 };
 
 /* Thread 0: the next B slab of the stream into its stage, on its mbarrier. */
+template <int TM>
 __device__ __forceinline__ void chain_issue(const Chain &C, const ChainMaps &M, unsigned ring_s,
                                             unsigned bars, ChainCursor &q)
 {
     if (q.left == 0)
         return;
-    const int l = chain_layer_of(C, q.t), s = q.g % CH_STAGES;
+    const int l = chain_layer_of(C, q.t), s = q.g % ChainShape<TM>::stages;
     const unsigned bar = bars + 8 * s;
     mbar_expect_tx(bar, C.l[l].wide ? CH_WSLAB : CH_WSLAB / 2);
     tma_load_2d(ring_s + s * CH_WSLAB, &M.b[l], (q.t - C.first[l]) * BK, 0, bar);
@@ -766,17 +789,25 @@ __device__ __forceinline__ void chain_issue(const Chain &C, const ChainMaps &M, 
     q.t = q.t + 1 == C.first[C.layers] ? 0 : q.t + 1;
 }
 
-/* Thread 0: slab s of the first A of the tile at row m0 into the
- * activation buffer at act_s, on the mbarrier abar (whose phase expects all
- * of them: chain_expect_a first). */
-__device__ __forceinline__ void chain_expect_a(const Chain &C, unsigned abar)
+/* The 64-row halves of the tile at row m0 that hold rows of the batch (a
+ * box is never issued wholly past its end). */
+template <int TM>
+__device__ __forceinline__ int chain_halves(const Chain &C, int m0)
 {
-    mbar_expect_tx(abar, (unsigned)(C.l[0].slabs * CH_ASLAB));
+    return TM == CH_M || m0 + CH_M >= C.m ? 1 : 2;
 }
-__device__ __forceinline__ void chain_issue_a(const CUtensorMap &a, unsigned act_s, unsigned abar,
-                                              int m0, int s)
+
+/* Thread 0: slab s of the first A of the tile at row m0 (each of its
+ * halves) into the activation buffers at act_s, on the slab's own mbarrier
+ * (abars + 8 s), so that the first layer's wgmmas start on its first slab. */
+template <int TM>
+__device__ __forceinline__ void chain_issue_a(const Chain &C, const CUtensorMap &a, unsigned act_s,
+                                              unsigned abars, int m0, int s)
 {
-    tma_load_2d(act_s + s * CH_ASLAB, &a, s * BK, m0, abar);
+    const int nh = chain_halves<TM>(C, m0);
+    mbar_expect_tx(abars + 8 * s, (unsigned)(nh * CH_ASLAB));
+    for (int h = 0; h < nh; h++)
+        tma_load_2d(act_s + h * CH_ACT + s * CH_ASLAB, &a, s * BK, m0 + h * CH_M, abars + 8 * s);
 }
 
 /* ELU from the hardware exponential with its flush-to-zero form: the bits
@@ -804,39 +835,52 @@ __device__ __forceinline__ float2 chain_pair(float v0, float v1, float2 pre, int
     return make_float2(v0, v1);
 }
 
-/* One layer of a tile of the chain: NACC accumulators per thread (64: the
- * warpgroup's 128 of a wide layer's columns; 32: its 64 of a narrow one's).
- * On entry the layer's first slabs are in flight or in their stages; on
- * return the same holds for the next layer's (or the next tile's). The
- * output of a layer but the last goes into act, as the next layer's A, and
- * from there to L.c by TMA (thread 0's last bulk group); the last layer's
- * goes to L.c from the registers, while its slabs of act take the next
- * tile's first A (at row next_m0, if >= 0). g0 is the stream index of the
- * tile's first B slab; q is thread 0's issue cursor. */
-template <int EPI, int NACC>
+/* One layer of a tile of the chain: NACC accumulators per thread (TM = 64:
+ * 64 for the warpgroup's 128 of a wide layer's columns, 32 for its 64 of a
+ * narrow one's; TM = 128: 128 for all 256, 64 for all 128). On entry the
+ * layer's first slabs are in flight or in their stages; on return the same
+ * holds for the next layer's (or the next tile's). The output of a layer
+ * but the last goes into act, as the next layer's A, and from there to L.c
+ * by TMA (thread 0's last bulk group); the last layer's goes to L.c from the
+ * registers, while its slabs of act take the next tile's first A (at row
+ * next_m0, if >= 0). The first layer waits for each slab of the tile's A on
+ * its mbarrier (phase aphase). g0 is the stream index of the tile's first B
+ * slab; q is thread 0's issue cursor. */
+template <int EPI, int TM, int NACC>
 __device__ __forceinline__ void
 chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, unsigned char *act,
-            unsigned act_s, unsigned ring_s, unsigned bars, unsigned abar, int m0, int next_m0,
-            int g0, ChainCursor &q)
+            unsigned act_s, unsigned ring_s, unsigned bars, unsigned abars, unsigned aphase, int m0,
+            int next_m0, int g0, ChainCursor &q)
 {
-    constexpr int WN = 2 * NACC; /* columns of one warpgroup */
-    constexpr int NP = WN / 8;   /* column pairs of one thread, per row */
+    constexpr bool TALL = TM != CH_M;
+    constexpr int NS = ChainShape<TM>::stages;
+    constexpr int WN = 2 * NACC;             /* columns of one warpgroup */
+    constexpr int BLKN = TALL ? WN : 2 * WN; /* columns of the block: 256 wide, 128 narrow */
+    constexpr int NP = WN / 8;               /* column pairs of one thread, per row */
     const ChainLayer &L = C.l[l];
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
-    const int rw = warp * 16 + (lane >> 2), cw = wg * WN, cq = 2 * (lane & 3);
+    /* the warpgroup's rows (its own 64 of a tall tile) and columns */
+    const int rg = TALL ? wg * CH_M : 0, cw = TALL ? 0 : wg * WN;
+    const int rw = warp * 16 + (lane >> 2), cq = 2 * (lane & 3);
+    const unsigned act_w = act_s + (TALL ? wg * CH_ACT : 0); /* its activation buffer */
     const bool last = l + 1 == C.layers;
 
     /* what the epilogue reads, in flight during the wgmmas: the ELU'
      * records of this thread's elements (rows rw and rw + 8), or the bias of
-     * its columns */
+     * its columns. The records of a tall tile's wide layer would take 128
+     * registers beside its 128 accumulators: there the epilogue runs in
+     * PARTS parts of NPE column pairs, the first part's records loaded now,
+     * each later part's once the part before it has freed its accumulators,
+     * from L2, where they are asked for now. */
+    constexpr int PARTS = EPI == EPI_ELU_GRAD && NACC == 128 ? 4 : 1;
+    constexpr int NPE = NP / PARTS;
     float2 pre[EPI == EPI_ELU_GRAD ? 2 * NP : NP];
-#pragma unroll
-    for (int j = 0; j < NP; j++) {
+    auto load_pre = [&](int j) {
         const int col = cw + 8 * j + cq; /* n is a multiple of 4: pairs are whole */
         if (EPI == EPI_ELU_GRAD) {
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int row = m0 + rw + 8 * h;
+                const int row = m0 + rg + rw + 8 * h;
                 pre[2 * j + h] =
                     row < C.m && col < L.n
                         ? __ldg(reinterpret_cast<const float2 *>(L.y + (size_t)row * L.n + col))
@@ -846,10 +890,25 @@ chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, uns
             pre[j] = col < L.n ? __ldg(reinterpret_cast<const float2 *>(L.bias + col))
                                : make_float2(0.0f, 0.0f);
         }
+    };
+#pragma unroll
+    for (int j = 0; j < NPE; j++)
+        load_pre(j);
+    if constexpr (PARTS > 1) {
+        /* the later parts' lines of each row, shared by the row's quad */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = m0 + rg + rw + 8 * h;
+#pragma unroll
+            for (int c = 32 * (lane & 3); c < 8 * (NP - NPE); c += 128)
+                if (row < C.m && cw + 8 * NPE + c < L.n)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(L.y + (size_t)row * L.n + cw +
+                                                                  8 * NPE + c));
+        }
     }
 
-    /* thread 0, last layer: the next tile's A slabs issued so far (the
-     * first once the previous layer's output stores have read act) */
+    /* thread 0, last layer: the next tile's A slabs issued so far (from the
+     * second slab on, once the previous layer's output stores have read act) */
     const bool refill = last && next_m0 >= 0 && tid == 0;
     const int a_slabs = C.l[0].slabs;
     int a_next = 0;
@@ -860,56 +919,71 @@ chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, uns
     const int t0 = g0 + C.first[l];
     for (int s = 0; s < L.slabs; s++) {
         const int t = t0 + s;
-        mbar_wait_cta(bars + 8 * (t % CH_STAGES), (unsigned)(t / CH_STAGES) & 1u);
+        if (l == 0)
+            mbar_wait_cta(abars + 8 * s, aphase);
+        mbar_wait_cta(bars + 8 * (t % NS), (unsigned)(t / NS) & 1u);
         wgmma_fence();
-        wgmma_slab(acc, act_s + s * CH_ASLAB, ring_s + (t % CH_STAGES) * CH_WSLAB + wg * WN * 128);
+        wgmma_slab(acc, act_w + s * CH_ASLAB, ring_s + (t % NS) * CH_WSLAB + cw * 128);
         wgmma_commit();
         wgmma_wait_one(); /* this warpgroup's slab t - 1 is done */
-        __syncthreads();  /* every warpgroup's: its stage takes the next slab of the stream */
+        if (last && s == 0 && (tid & 31) == 0)
+            bulk_wait_read(); /* the previous layer's output stores (each warp's) have read act */
+        __syncthreads();      /* every warpgroup's: its stage takes the next slab of the stream */
         if (tid == 0 && t >= 1)
-            chain_issue(C, M, ring_s, bars, q);
-        if (refill && s >= 1 && a_next < a_slabs) { /* act's slab s - 1 is read */
-            if (a_next == 0)
-                bulk_wait_read(), chain_expect_a(C, abar);
-            chain_issue_a(a, act_s, abar, next_m0, a_next++);
-        }
+            chain_issue<TM>(C, M, ring_s, bars, q);
+        if (refill && s >= 1 && a_next < a_slabs) /* act's slab s - 1 is read */
+            chain_issue_a<TM>(C, a, act_s, abars, next_m0, a_next++);
     }
     wgmma_wait_all();
-    if (tid == 0)
+    if ((tid & 31) == 0)
         bulk_wait_read(); /* the previous layer's output stores have read act */
     __syncthreads();      /* and every wgmma of this layer has */
-    if (refill && a_next < a_slabs) {
-        if (a_next == 0)
-            chain_expect_a(C, abar);
+    if (refill)
         while (a_next < a_slabs)
-            chain_issue_a(a, act_s, abar, next_m0, a_next++);
-    }
+            chain_issue_a<TM>(C, a, act_s, abars, next_m0, a_next++);
 
+    /* The epilogue in PARTS parts of the columns (above). */
     const int elu = EPI == EPI_BIAS_ACT ? L.elu : 0;
-    const bool cols_full = L.n == 2 * WN;
+    const bool cols_full = L.n == BLKN;
     if (last) {
-        if (cols_full && m0 + CH_M <= C.m) {
-            /* every element is live and the row stride is 2 WN: one address
+        if (cols_full && m0 + TM <= C.m) {
+            /* every element is live and the row stride is BLKN: one address
              * and compile-time offsets from it */
-            float *const c0 = L.c + (size_t)(m0 + rw) * (2 * WN) + cw + cq;
+            float *const c0 = L.c + (size_t)(m0 + rg + rw) * BLKN + cw + cq;
 #pragma unroll
-            for (int h = 0; h < 2; h++)
+            for (int part = 0; part < PARTS; part++) {
+                if (part > 0) {
 #pragma unroll
-                for (int j = 0; j < NP; j++)
-                    *reinterpret_cast<float2 *>(c0 + (size_t)h * 8 * (2 * WN) + 8 * j) =
-                        chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
-                                        pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
-        } else {
+                    for (int j = part * NPE; j < (part + 1) * NPE; j++)
+                        load_pre(j);
+                }
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int row = m0 + rw + 8 * h;
+                for (int h = 0; h < 2; h++)
 #pragma unroll
-                for (int j = 0; j < NP; j++) {
-                    const int col = cw + 8 * j + cq;
-                    if (row < C.m && col < L.n)
-                        *reinterpret_cast<float2 *>(L.c + (size_t)row * L.n + col) =
+                    for (int j = part * NPE; j < (part + 1) * NPE; j++)
+                        *reinterpret_cast<float2 *>(c0 + (size_t)h * 8 * BLKN + 8 * j) =
                             chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
                                             pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
+            }
+        } else {
+#pragma unroll
+            for (int part = 0; part < PARTS; part++) {
+                if (part > 0) {
+#pragma unroll
+                    for (int j = part * NPE; j < (part + 1) * NPE; j++)
+                        load_pre(j);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int row = m0 + rg + rw + 8 * h;
+#pragma unroll
+                    for (int j = part * NPE; j < (part + 1) * NPE; j++) {
+                        const int col = cw + 8 * j + cq;
+                        if (row < C.m && col < L.n)
+                            *reinterpret_cast<float2 *>(L.c + (size_t)row * L.n + col) =
+                                chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
+                                                pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
+                    }
                 }
             }
         }
@@ -921,65 +995,81 @@ chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, uns
      * rl, chunk ((col % 32) / 4) ^ (rl % 8); for this thread col % 32 = 8 (j
      * % 4) + cq and rl % 8 = rw % 8. Past n the values are 0, as the
      * weights were there. */
-    unsigned char *const a0 = act + (cw >> 5) * CH_ASLAB + rw * 128 + (cq & 3) * 4;
+    unsigned char *const a0 =
+        act + (act_w - act_s) + (cw >> 5) * CH_ASLAB + rw * 128 + (cq & 3) * 4;
     unsigned chunk[4];
 #pragma unroll
     for (int r = 0; r < 4; r++)
         chunk[r] = (unsigned)(((2 * r + (cq >> 2)) ^ (rw & 7)) << 4);
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
+    for (int part = 0; part < PARTS; part++) {
+        if (part > 0) {
 #pragma unroll
-        for (int j = 0; j < NP; j++) {
-            const float2 v = cols_full || cw + 8 * j + cq < L.n
-                                 ? chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
-                                                   pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu)
-                                 : make_float2(0.0f, 0.0f);
-            *reinterpret_cast<float2 *>(a0 + h * 8 * 128 + (j >> 2) * CH_ASLAB + chunk[j & 3]) = v;
+            for (int j = part * NPE; j < (part + 1) * NPE; j++)
+                load_pre(j);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int j = part * NPE; j < (part + 1) * NPE; j++) {
+                const float2 v =
+                    cols_full || cw + 8 * j + cq < L.n
+                        ? chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
+                                          pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu)
+                        : make_float2(0.0f, 0.0f);
+                *reinterpret_cast<float2 *>(a0 + h * 8 * 128 + (j >> 2) * CH_ASLAB + chunk[j & 3]) =
+                    v;
+            }
         }
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads(); /* the output is complete in act */
-    if (tid == 0) {  /* into L.c, clipped to the batch and to n */
-        for (int s = 0; s * BK < L.n; s++)
-            tma_store_2d(&M.c[l], s * BK, m0, act_s + s * CH_ASLAB);
+    __syncthreads();       /* the output is complete in act */
+    if ((tid & 31) == 0) { /* into L.c, clipped to the batch and to n: box i by warp i mod 8 */
+        const int ns = (L.n + BK - 1) / BK, nb = chain_halves<TM>(C, m0) * ns;
+        for (int i = tid >> 5; i < nb; i += NT / 32)
+            tma_store_2d(&M.c[l], (i % ns) * BK, m0 + (i / ns) * CH_M,
+                         act_s + (i / ns) * CH_ACT + (i % ns) * CH_ASLAB);
         bulk_commit();
     }
 }
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
-/* A chain of layers on 64-row tiles: the forward (EPI_BIAS_ACT: x → h1 → h2
- * → out) or the backward's hidden gradients (EPI_ELU_GRAD: dout → dh2_pre →
- * dh1_pre). A tile's first A (x or dout) arrives by TMA ([64 rows, 32 k]
- * boxes; for every tile but the block's first, during the previous tile's
- * last layer); each layer's output but the last goes into the tile's
- * activation buffer, as the next layer's A, and from there by TMA to device
- * memory (the records, or the hidden gradients the weight gradients read),
- * the last layer's from the registers. Every output element gets the k
- * order, the rounding of B and the epilogue of v3_wgmma_layer (or
- * v3_wgmma_hidden_grad): the same bits. A programmatic dependent of the
- * prep launch: it waits for it before its first copy of B. */
-template <int EPI>
+/* A chain of layers on TM-row tiles (ChainShape): the forward (EPI_BIAS_ACT:
+ * x → h1 → h2 → out) or the backward's hidden gradients (EPI_ELU_GRAD: dout
+ * → dh2_pre → dh1_pre). A tile's first A (x or dout) arrives by TMA ([64
+ * rows, 32 k] boxes; for every tile but the block's first, during the
+ * previous tile's last layer); each layer's output but the last goes into
+ * the tile's activation buffers, as the next layer's A, and from there by
+ * TMA to device memory (the records, or the hidden gradients the weight
+ * gradients read), the last layer's from the registers. Every output
+ * element gets the k order, the rounding of B and the epilogue of
+ * v3_wgmma_layer (or v3_wgmma_hidden_grad): the same bits, whatever TM. A
+ * programmatic dependent of the prep launch: it waits for it before its
+ * first copy of B. */
+template <int EPI, int TM>
 __global__ void __launch_bounds__(NT, 1)
     v3_wgmma_chain_kernel(const __grid_constant__ CUtensorMap a, const __grid_constant__ Chain C,
                           const __grid_constant__ ChainMaps M)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using S = ChainShape<TM>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char *const act = smem_raw + (base - raw);
-    const unsigned ring_s = base + CH_ACT;
-    const unsigned abar = ring_s + CH_STAGES * CH_WSLAB, bars = abar + 8;
+    const unsigned ring_s = base + S::halves * CH_ACT;
+    const unsigned abars = ring_s + S::stages * CH_WSLAB, bars = abars + 8 * (KMAX / BK);
     const int tid = threadIdx.x;
     /* this block's tiles and slabs */
-    const int tiles = (C.m + CH_M - 1) / CH_M;
+    const int tiles = (C.m + TM - 1) / TM;
     const int mine = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
     const int per_tile = C.first[C.layers], total = mine * per_tile;
 
     if (tid == 0) {
-        mbar_init(abar, 1);
-        for (int s = 0; s < CH_STAGES; s++)
+        for (int s = 0; s < KMAX / BK; s++)
+            mbar_init(abars + 8 * s, 1);
+        for (int s = 0; s < S::stages; s++)
             mbar_init(bars + 8 * s, 1);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -987,28 +1077,27 @@ __global__ void __launch_bounds__(NT, 1)
     v2pdl::pdl_trigger();
     ChainCursor q = {0, 0, total};
     if (tid == 0) {
-        chain_expect_a(C, abar);
         for (int s = 0; s < C.l[0].slabs; s++)
-            chain_issue_a(a, base, abar, (int)blockIdx.x * CH_M, s);
-        for (int t = 0; t < CH_STAGES; t++)
-            chain_issue(C, M, ring_s, bars, q);
+            chain_issue_a<TM>(C, a, base, abars, (int)blockIdx.x * TM, s);
+        for (int t = 0; t < S::stages; t++)
+            chain_issue<TM>(C, M, ring_s, bars, q);
     }
     __syncthreads(); /* the mbarriers' initialisation is visible */
+    constexpr int WIDE = TM == CH_M ? 64 : 128, NARROW = WIDE / 2; /* accumulators */
     for (int i = 0; i < mine; i++) {
-        const int m0 = ((int)blockIdx.x + i * (int)gridDim.x) * CH_M;
-        const int next_m0 = i + 1 < mine ? m0 + (int)gridDim.x * CH_M : -1;
-        mbar_wait_cta(abar, (unsigned)i & 1u);
+        const int m0 = ((int)blockIdx.x + i * (int)gridDim.x) * TM;
+        const int next_m0 = i + 1 < mine ? m0 + (int)gridDim.x * TM : -1;
         for (int l = 0; l < C.layers; l++) {
             if (C.l[l].wide)
-                chain_layer<EPI, 64>(C, M, a, l, act, base, ring_s, bars, abar, m0, next_m0,
-                                     i * per_tile, q);
+                chain_layer<EPI, TM, WIDE>(C, M, a, l, act, base, ring_s, bars, abars,
+                                           (unsigned)i & 1u, m0, next_m0, i * per_tile, q);
             else
-                chain_layer<EPI, 32>(C, M, a, l, act, base, ring_s, bars, abar, m0, next_m0,
-                                     i * per_tile, q);
+                chain_layer<EPI, TM, NARROW>(C, M, a, l, act, base, ring_s, bars, abars,
+                                             (unsigned)i & 1u, m0, next_m0, i * per_tile, q);
         }
     }
-    if (tid == 0)
-        bulk_wait_all(); /* the stored outputs are written before the block's shared memory goes */
+    if ((tid & 31) == 0) /* each warp's stored outputs are written before the shared memory goes */
+        bulk_wait_all();
 #else
     (void)a, (void)C, (void)M;
 #endif
@@ -1156,8 +1245,9 @@ bool chain_width_ok(int w) { return w > 0 && w % 4 == 0 && w <= CH_NMAX && w <= 
  * boxes), the output maps of every layer but the last ([m, n], [64 rows, 32
  * n] boxes) and the first A's ([m, k0], [64 rows, 32 k] boxes); then the prep
  * launch (an ordinary one: whatever the caller queued before is complete
- * before it runs) and the chain as its programmatic dependent. */
-template <int EPI>
+ * before it runs) and the chain on TM-row tiles as its programmatic
+ * dependent. */
+template <int EPI, int TM>
 cudaError_t launch_chain(int dev, const float *a, int k0, Chain C, float *scratch,
                          cudaStream_t stream)
 {
@@ -1189,10 +1279,33 @@ cudaError_t launch_chain(int dev, const float *a, int k0, Chain C, float *scratc
                            0, stream, false, C)) != cudaSuccess)
         return e;
     /* persistent: one block per multiprocessor, at most one per tile */
-    const int tiles = (C.m + CH_M - 1) / CH_M;
+    const int tiles = (C.m + TM - 1) / TM;
     const int grid = tiles < g_sms[dev] ? tiles : g_sms[dev];
-    return v2pdl::launch(v3_wgmma_chain_kernel<EPI>, dim3((unsigned)grid), dim3(NT), CH_SMEM_BYTES,
-                         stream, true, map, C, M);
+    return v2pdl::launch(v3_wgmma_chain_kernel<EPI, TM>, dim3((unsigned)grid), dim3(NT),
+                         ChainShape<TM>::smem, stream, true, map, C, M);
+}
+
+/* The chain's tile rows for `tile` (V3_WGMMA_CHAIN_TILE_*) at batch m:
+ * AUTO takes 128-row tiles where they give at least 7/8 of the
+ * multiprocessors one (B >= 14,721 on the H200's 132), else 64; 0 for a
+ * tile argument outside the list. */
+int chain_rows(int tile, int m, int sms)
+{
+    if (tile == V3_WGMMA_CHAIN_TILE_AUTO)
+        return 8L * ((m + 127) / 128) >= 7L * sms ? 128 : 64;
+    return tile == V3_WGMMA_CHAIN_TILE_64 ? 64 : tile == V3_WGMMA_CHAIN_TILE_128 ? 128 : 0;
+}
+
+template <int EPI>
+cudaError_t launch_chain_tile(int dev, const float *a, int k0, const Chain &C, float *scratch,
+                              int tile, cudaStream_t stream)
+{
+    const int rows = chain_rows(tile, C.m, g_sms[dev]);
+    if (rows == 128)
+        return launch_chain<EPI, 128>(dev, a, k0, C, scratch, stream);
+    if (rows == 64)
+        return launch_chain<EPI, 64>(dev, a, k0, C, scratch, stream);
+    return cudaErrorInvalidValue;
 }
 
 } /* namespace */
@@ -1232,7 +1345,7 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         (e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
             cudaSuccess)
         return e;
-    if (smem_max < SMEM_BYTES)
+    if (smem_max < SMEM_BYTES || smem_max < CH_SMEM_MAX)
         return cudaSuccess;
     for (int i = 0; i < 9; i++)
         if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1243,11 +1356,17 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES)) !=
             cudaSuccess ||
         (e = cudaFuncSetAttribute(
-             reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_BIAS_ACT>),
-             cudaFuncAttributeMaxDynamicSharedMemorySize, CH_SMEM_BYTES)) != cudaSuccess ||
+             reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_BIAS_ACT, 64>),
+             cudaFuncAttributeMaxDynamicSharedMemorySize, ChainShape<64>::smem)) != cudaSuccess ||
         (e = cudaFuncSetAttribute(
-             reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_ELU_GRAD>),
-             cudaFuncAttributeMaxDynamicSharedMemorySize, CH_SMEM_BYTES)) != cudaSuccess ||
+             reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_ELU_GRAD, 64>),
+             cudaFuncAttributeMaxDynamicSharedMemorySize, ChainShape<64>::smem)) != cudaSuccess ||
+        (e = cudaFuncSetAttribute(
+             reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_BIAS_ACT, 128>),
+             cudaFuncAttributeMaxDynamicSharedMemorySize, ChainShape<128>::smem)) != cudaSuccess ||
+        (e = cudaFuncSetAttribute(
+             reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_ELU_GRAD, 128>),
+             cudaFuncAttributeMaxDynamicSharedMemorySize, ChainShape<128>::smem)) != cudaSuccess ||
         (e = cudaFuncGetAttributes(
              &fa, reinterpret_cast<const void *>(v3_wgmma_wgrad_sum_kernel))) != cudaSuccess ||
         (e = cudaFuncGetAttributes(
@@ -1382,12 +1501,21 @@ extern "C" size_t v3_wgmma_chain_scratch_floats(atk_dims_t d)
     return (size_t)d.enc * d.h1 + (size_t)d.h1 * d.h2 + (size_t)d.h2 * d.aux;
 }
 
-extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                        int batch, float *h1, float *h2, float *out, float *scratch,
-                                        cudaStream_t stream)
+extern "C" int v3_wgmma_chain_forward_picked(int batch)
 {
     const int dev = ready_device();
-    if (dev < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
+    if (dev < 0 || batch <= 0)
+        return 0;
+    const long tiles = ((long)batch + 127) / 128, sms = g_sms[dev];
+    return 8 * tiles >= 7 * sms && tiles <= sms;
+}
+
+extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                        int batch, float *h1, float *h2, float *out, float *scratch,
+                                        int tile, cudaStream_t stream)
+{
+    const int dev = ready_device();
+    if (dev < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d) || !chain_rows(tile, batch, 1))
         return cudaErrorInvalidValue;
     const void *const ptr[8] = {x, h1, h2, out, p->w1, p->w2, p->w3, scratch};
     for (const void *q : ptr)
@@ -1400,16 +1528,16 @@ extern "C" cudaError_t v3_wgmma_forward(atk_dims_t d, const atk_params_t *p, con
     C.l[0] = {p->w1, p->b1, nullptr, h1, d.h1, d.enc, 1, 0, 0};
     C.l[1] = {p->w2, p->b2, nullptr, h2, d.h2, d.h1, 1, 0, 0};
     C.l[2] = {p->w3, p->b3, nullptr, out, d.aux, d.h2, 0, 0, 0};
-    return launch_chain<EPI_BIAS_ACT>(dev, x, d.enc, C, scratch, stream);
+    return launch_chain_tile<EPI_BIAS_ACT>(dev, x, d.enc, C, scratch, tile, stream);
 }
 
 extern "C" cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p, const float *dout,
                                              const float *h1, const float *h2, int batch,
-                                             float *dh2, float *dh1, float *scratch,
+                                             float *dh2, float *dh1, float *scratch, int tile,
                                              cudaStream_t stream)
 {
     const int dev = ready_device();
-    if (dev < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d))
+    if (dev < 0 || !p || batch <= 0 || !v3_wgmma_chain_supported(d) || !chain_rows(tile, batch, 1))
         return cudaErrorInvalidValue;
     const void *const ptr[8] = {dout, h1, h2, dh2, dh1, p->w2, p->w3, scratch};
     for (const void *q : ptr)
@@ -1419,5 +1547,5 @@ extern "C" cudaError_t v3_wgmma_hidden_grads(atk_dims_t d, const atk_params_t *p
     C.layers = 2, C.m = batch;
     C.l[0] = {p->w3, nullptr, h2, dh2, d.h2, d.aux, 0, 0, 0};
     C.l[1] = {p->w2, nullptr, h1, dh1, d.h1, d.h2, 0, 0, 0};
-    return launch_chain<EPI_ELU_GRAD>(dev, dout, d.aux, C, scratch, stream);
+    return launch_chain_tile<EPI_ELU_GRAD>(dev, dout, d.aux, C, scratch, tile, stream);
 }

@@ -6,7 +6,8 @@
  * CUDA events around each call, a warm-up, the median of --iters calls.
  * Forward table: the three-layer forward of each, in each wgmma
  * weight-staging variant, layer 1 alone of each variant (the per-layer
- * cost) and the chain kernel's one-launch forward (v3_wgmma_forward); then
+ * cost) and the chain kernel's one-launch forward (v3_wgmma_forward, 64-
+ * and 128-row tiles); then
  * the largest relative difference between the wgmma forward's
  * out and cuda-v2's (both TF32: a sanity figure, about 1e-3, not a check).
  * Backward table (on the records of cuda-v2's forward): cuda-v2's fast
@@ -15,7 +16,9 @@
  * gradients alone (v2_fast_weight_grads; cuda-v2's hidden gradients are its
  * backward less that), the wgmma weight gradients alone
  * (v3_wgmma_weight_grads), the two wgmma hidden-gradient launches alone and
- * the chain kernel's one launch of both (v3_wgmma_hidden_grads); then the largest relative difference between the two backwards over the
+ * the chain kernel's one launch of both (v3_wgmma_hidden_grads, 64- and
+ * 128-row tiles); then the largest relative difference between the two
+ * backwards over the
  * six gradients (a sanity figure, about 1e-3); from B = V2_FAST_MIN_BATCH on
  * (the weight gradients' domain).
  *
@@ -147,8 +150,9 @@ int main(int argc, char **argv)
     printf("auxtrunk-bench-v3-fast on %s: fast-mode forward, %d/%d/%d/%d, median of %d calls, "
            "µs; wgmma tiles %s\n",
            prop.name, D.enc, D.h1, D.h2, D.aux, iters, tile_names[tile]);
-    printf("%8s %12s %14s %14s %14s %14s %12s %12s\n", "B", "v2 fast fwd", "wgmma fwd (1)",
-           "wgmma fwd (2)", "wgmma L1 (1)", "wgmma L1 (2)", "chain fwd", "out diff");
+    printf("%8s %12s %14s %14s %14s %14s %12s %12s %12s\n", "B", "v2 fast fwd", "wgmma fwd (1)",
+           "wgmma fwd (2)", "wgmma L1 (1)", "wgmma L1 (2)", "chain64 fwd", "chain128 fwd",
+           "out diff");
 
     tst_rng_t r;
     tst_rng_seed(&r, tst_seed("auxtrunk-bench-v3-fast"));
@@ -185,14 +189,18 @@ int main(int argc, char **argv)
                 return v3_wgmma_layer(x, w1, b1, h1, B, D.h1, D.enc, 1, staging, 0, tile, 0);
             });
         }
-        const double chain = median_us(
-            iters, [&] { return v3_wgmma_forward(D, &p, x, B, h1, h2, out, chain_ws, 0); });
+        double chain[2];
+        for (int c = 0; c < 2; c++)
+            chain[c] = median_us(iters, [&] {
+                return v3_wgmma_forward(D, &p, x, B, h1, h2, out, chain_ws,
+                                        c ? V3_WGMMA_CHAIN_TILE_128 : V3_WGMMA_CHAIN_TILE_64, 0);
+            });
         CK(wgmma_fwd(V3_WGMMA_STAGING_BLOCK4, out));
         CK(v2_fast_forward(D, &p, x, B, h1, h2, out2, 0));
         CK(cudaDeviceSynchronize());
         const double diff = max_rel_diff(out, out2, (size_t)B * D.aux);
-        printf("%8d %12.1f %14.1f %14.1f %14.1f %14.1f %12.1f %12.1e\n", B, v2, fwd[0], fwd[1],
-               l1[0], l1[1], chain, diff);
+        printf("%8d %12.1f %14.1f %14.1f %14.1f %14.1f %12.1f %12.1f %12.1e\n", B, v2, fwd[0],
+               fwd[1], l1[0], l1[1], chain[0], chain[1], diff);
         fflush(stdout);
         CK(cudaFree(x));
         CK(cudaFree(h1));
@@ -205,8 +213,9 @@ int main(int argc, char **argv)
     printf("\nfast-mode backward, median of %d calls, µs (v3 fast: wgmma hidden gradients from "
            "B = %d)\n",
            iters, V3_WGMMA_MIN_BATCH);
-    printf("%8s %12s %12s %14s %14s %14s %14s %12s %12s\n", "B", "v2 fast bwd", "v3 fast bwd",
-           "v2 wgrads", "v2 dh (diff)", "wgmma wgrads", "wgmma dh2+dh1", "chain dh", "grad diff");
+    printf("%8s %12s %12s %14s %14s %14s %14s %12s %12s %12s\n", "B", "v2 fast bwd", "v3 fast bwd",
+           "v2 wgrads", "v2 dh (diff)", "wgmma wgrads", "wgmma dh2+dh1", "chain64 dh",
+           "chain128 dh", "grad diff");
     const size_t P = v2_grad_layout(D).off[6];
     for (int B : batches) {
         if (B < V2_FAST_MIN_BATCH) { /* below the fast weight gradients' domain */
@@ -249,9 +258,13 @@ int main(int argc, char **argv)
                        ? e
                        : v3_wgmma_hidden_grad(W.dh2, p.w2, h1, W.dh1, B, D.h1, D.h2, 1, tile, 0);
         });
-        const double cdh = median_us(iters, [&] {
-            return v3_wgmma_hidden_grads(D, &p, dout, h1, h2, B, W.dh2, W.dh1, chain_ws, 0);
-        });
+        double cdh[2];
+        for (int c = 0; c < 2; c++)
+            cdh[c] = median_us(iters, [&] {
+                return v3_wgmma_hidden_grads(D, &p, dout, h1, h2, B, W.dh2, W.dh1, chain_ws,
+                                             c ? V3_WGMMA_CHAIN_TILE_128 : V3_WGMMA_CHAIN_TILE_64,
+                                             0);
+            });
         CK(v2_fast_backward(D, &p, x, h1, h2, dout, B, &g2, 0, ws, 0));
         CK(v3_fast_backward(D, &p, x, h1, h2, dout, B, &g3, 0, ws, 0));
         CK(cudaDeviceSynchronize());
@@ -259,8 +272,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 6; i++)
             diff =
                 fmax(diff, max_rel_diff(gv3 + L.off[i], gv2 + L.off[i], L.off[i + 1] - L.off[i]));
-        printf("%8d %12.1f %12.1f %14.1f %14.1f %14.1f %14.1f %12.1f %12.1e\n", B, bv2, bv3, wg,
-               bv2 - wg, wgv3, dh, cdh, diff);
+        printf("%8d %12.1f %12.1f %14.1f %14.1f %14.1f %14.1f %12.1f %12.1f %12.1e\n", B, bv2, bv3,
+               wg, bv2 - wg, wgv3, dh, cdh[0], cdh[1], diff);
         fflush(stdout);
         float *bufs[] = {x, dout, h1, h2, out, ws, gv2, gv3};
         for (float *b : bufs)

@@ -27,11 +27,11 @@
  *     and g of magnitude 1 and 1e2; the flat gradient buffer poisoned, every
  *     element written, the guard floats after it untouched; then again with
  *     accumulate onto random gradients;
- *   - the chain kernel (v3_wgmma_forward, v3_wgmma_hidden_grads) bit for
- *     bit against the layer launches it would replace, for the production
- *     topology at batches of 1 to 20,011 and widths
- *     with tails, inputs of magnitude 1 and 1e2, outputs poisoned, every
- *     element written, the guards untouched;
+ *   - the chain kernel (v3_wgmma_forward, v3_wgmma_hidden_grads), on 64-
+ *     and on 128-row tiles, bit for bit against the layer launches it
+ *     replaces, for the production topology at batches of 1 to 40,000 and
+ *     widths with tails, inputs of magnitude 1 and 1e2, outputs poisoned,
+ *     every element written, the guards untouched;
  *   - a second call gives the same bits;
  *   - shapes outside the domain are refused with nothing written.
  * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
@@ -558,56 +558,72 @@ static void run_chain(const trunk_case_t &c, float scale, tst_rng_t *r)
 
     std::vector<float> guard_want;
     const size_t nf[3] = {(size_t)B * d.h1, (size_t)B * d.h2, (size_t)B * d.aux};
-    float *fwd[3], *lay[3];
+    const size_t nh[2] = {(size_t)B * d.h2, (size_t)B * d.h1};
+    float *fwd[3], *lay[3], *hid[2], *two[2];
     for (int l = 0; l < 3; l++)
         fwd[l] = dev_poisoned(nf[l], guard_want), lay[l] = dev_poisoned(nf[l], guard_want);
-    char what[128];
-    snprintf(what, sizeof what, "chain forward %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
-    const auto chain = chain_twice(
-        [&]() { return v3_wgmma_forward(d, &p, dx, B, fwd[0], fwd[1], fwd[2], scratch, 0); }, fwd,
-        nf, 3, guard_want, what);
+    for (int i = 0; i < 2; i++)
+        hid[i] = dev_poisoned(nh[i], guard_want), two[i] = dev_poisoned(nh[i], guard_want);
+
+    /* the layer launches: the forward, then the hidden gradients on its records */
     const float *in[3] = {dx, lay[0], lay[1]};
     for (int l = 0; l < 3; l++)
         CUDA_OK(v3_wgmma_layer(in[l], dw[l], db[l], lay[l], B, ns[l], ks[l], l < 2,
                                V3_WGMMA_STAGING_BLOCK4, 0, V3_WGMMA_TILE_AUTO, 0));
+    CUDA_OK(v3_wgmma_hidden_grad(ddout, dw[2], lay[1], two[0], B, d.h2, d.aux, 0,
+                                 V3_WGMMA_TILE_AUTO, 0));
+    CUDA_OK(v3_wgmma_hidden_grad(two[0], dw[1], lay[0], two[1], B, d.h1, d.h2, 0,
+                                 V3_WGMMA_TILE_AUTO, 0));
     CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> want_f[3], want_h[2];
     for (int l = 0; l < 3; l++) {
-        std::vector<float> want(nf[l]);
-        CUDA_OK(cudaMemcpy(want.data(), lay[l], nf[l] * sizeof(float), cudaMemcpyDeviceToHost));
-        const size_t diff = bits_differ(chain[l], want);
-        ck_assert_msg(diff == 0, "%s: %zu elements of %s differ from the layer launches", what,
-                      diff,
-                      l == 0   ? "h1"
-                      : l == 1 ? "h2"
-                               : "out");
+        want_f[l].resize(nf[l]);
+        CUDA_OK(
+            cudaMemcpy(want_f[l].data(), lay[l], nf[l] * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    for (int i = 0; i < 2; i++) {
+        want_h[i].resize(nh[i]);
+        CUDA_OK(
+            cudaMemcpy(want_h[i].data(), two[i], nh[i] * sizeof(float), cudaMemcpyDeviceToHost));
     }
 
-    /* the hidden gradients on the forward's records */
-    const size_t nh[2] = {(size_t)B * d.h2, (size_t)B * d.h1};
-    float *hid[2], *two[2];
-    for (int i = 0; i < 2; i++)
-        hid[i] = dev_poisoned(nh[i], guard_want), two[i] = dev_poisoned(nh[i], guard_want);
-    snprintf(what, sizeof what, "chain hidden grads %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
-    const auto grads = chain_twice(
-        [&]() {
-            return v3_wgmma_hidden_grads(d, &p, ddout, fwd[0], fwd[1], B, hid[0], hid[1], scratch,
-                                         0);
-        },
-        hid, nh, 2, guard_want, what);
-    CUDA_OK(v3_wgmma_hidden_grad(ddout, dw[2], fwd[1], two[0], B, d.h2, d.aux, 0,
-                                 V3_WGMMA_TILE_AUTO, 0));
-    CUDA_OK(v3_wgmma_hidden_grad(two[0], dw[1], fwd[0], two[1], B, d.h1, d.h2, 0,
-                                 V3_WGMMA_TILE_AUTO, 0));
-    CUDA_OK(cudaDeviceSynchronize());
-    for (int i = 0; i < 2; i++) {
-        std::vector<float> want(nh[i]);
-        CUDA_OK(cudaMemcpy(want.data(), two[i], nh[i] * sizeof(float), cudaMemcpyDeviceToHost));
-        const size_t diff = bits_differ(grads[i], want);
-        ck_assert_msg(diff == 0, "%s: %zu elements of %s differ from the layer launches", what,
-                      diff, i == 0 ? "dh2_pre" : "dh1_pre");
+    /* each tile shape of the chain against them */
+    static const int tiles[2] = {V3_WGMMA_CHAIN_TILE_64, V3_WGMMA_CHAIN_TILE_128};
+    for (int ti = 0; ti < 2; ti++) {
+        const int tile = tiles[ti];
+        char what[160];
+        snprintf(what, sizeof what, "chain forward (%d-row tiles) %d/%d/%d/%d B %d", tile, d.enc,
+                 d.h1, d.h2, d.aux, B);
+        const auto chain = chain_twice(
+            [&]() {
+                return v3_wgmma_forward(d, &p, dx, B, fwd[0], fwd[1], fwd[2], scratch, tile, 0);
+            },
+            fwd, nf, 3, guard_want, what);
+        for (int l = 0; l < 3; l++) {
+            const size_t diff = bits_differ(chain[l], want_f[l]);
+            ck_assert_msg(diff == 0, "%s: %zu elements of %s differ from the layer launches", what,
+                          diff,
+                          l == 0   ? "h1"
+                          : l == 1 ? "h2"
+                                   : "out");
+        }
+        snprintf(what, sizeof what, "chain hidden grads (%d-row tiles) %d/%d/%d/%d B %d", tile,
+                 d.enc, d.h1, d.h2, d.aux, B);
+        const auto grads = chain_twice(
+            [&]() {
+                return v3_wgmma_hidden_grads(d, &p, ddout, fwd[0], fwd[1], B, hid[0], hid[1],
+                                             scratch, tile, 0);
+            },
+            hid, nh, 2, guard_want, what);
+        for (int i = 0; i < 2; i++) {
+            const size_t diff = bits_differ(grads[i], want_h[i]);
+            ck_assert_msg(diff == 0, "%s: %zu elements of %s differ from the layer launches", what,
+                          diff, i == 0 ? "dh2_pre" : "dh1_pre");
+        }
     }
-    printf("  wgmma chain %3d/%3d/%3d/%3d B %5d, inputs ±%g: forward (h1, h2, out) and hidden "
-           "gradients (dh2_pre, dh1_pre) the same bits as the layer launches\n",
+    printf("  wgmma chain %3d/%3d/%3d/%3d B %5d, inputs ±%g, 64- and 128-row tiles: forward (h1, "
+           "h2, out) and hidden gradients (dh2_pre, dh1_pre) the same bits as the layer "
+           "launches\n",
            d.enc, d.h1, d.h2, d.aux, B, (double)scale);
     fflush(stdout);
     for (int l = 0; l < 3; l++)
@@ -627,17 +643,18 @@ START_TEST(chain_matches_layer_launches)
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x74);
     /* {enc, h1, h2, aux}, batch: the production topology at one row, one
-     * 64-row tile and past it, fast mode's batches (1,024 to 20,011: one to
-     * three tiles per SM); widths with tails past a 32-float slab and past
+     * 64-row tile and past it, fast mode's batches (1,024 to 40,000: one to
+     * five 64-row tiles per SM, up to three 128-row ones); widths with tails past a 32-float slab and past
      * 128 columns (132, 200), narrow ones (4, 12, 20); several tiles per
      * block where the last layer's A has fewer slabs than the first A (the
      * next tile's A then streams in mostly after the last layer's loop: 60
      * against 100 and 256, one slab against one) */
     static const trunk_case_t cases[] = {
-        {{256, 256, 256, 128}, 1},    {{256, 256, 256, 128}, 65},    {{36, 132, 20, 12}, 300},
-        {{100, 200, 60, 256}, 129},   {{4, 8, 12, 4}, 64},           {{256, 256, 256, 128}, 1024},
-        {{100, 200, 60, 256}, 20000}, {{4, 8, 12, 4}, 9000},         {{132, 256, 132, 128}, 1000},
-        {{256, 256, 256, 128}, 4113}, {{256, 256, 256, 128}, 16384}, {{256, 256, 256, 128}, 20011},
+        {{256, 256, 256, 128}, 1},     {{256, 256, 256, 128}, 65},    {{36, 132, 20, 12}, 300},
+        {{100, 200, 60, 256}, 129},    {{4, 8, 12, 4}, 64},           {{256, 256, 256, 128}, 1024},
+        {{100, 200, 60, 256}, 20000},  {{4, 8, 12, 4}, 9000},         {{132, 256, 132, 128}, 1000},
+        {{256, 256, 256, 128}, 4113},  {{256, 256, 256, 128}, 16384}, {{256, 256, 256, 128}, 20011},
+        {{256, 256, 256, 128}, 40000},
     };
     const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
     for (size_t i = 0; i < n_cases; i++)
@@ -711,33 +728,52 @@ START_TEST(outside_the_domain_is_refused)
         ck_assert(v3_wgmma_chain_supported(prod));
         ck_assert(!v3_wgmma_chain_supported(wide));
         ck_assert(!v3_wgmma_chain_supported(odd));
-        ck_assert_int_eq(v3_wgmma_forward(wide, &cp, buf, 16, o, o, o, o, 0),
+        ck_assert_int_eq(
+            v3_wgmma_forward(wide, &cp, buf, 16, o, o, o, o, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(
+            v3_wgmma_forward(prod, &cp, buf, 0, o, o, o, o, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, o, o, o, 32, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 0, o, o, o, o, 0), cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf + 1, 16, o, o, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o, o, o, 1, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cmis, buf, 16, o, o, o, o, 0),
+        ck_assert_int_eq(
+            v3_wgmma_forward(prod, &cp, buf + 1, 16, o, o, o, o, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(
+            v3_wgmma_forward(prod, &cmis, buf, 16, o, o, o, o, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(
+            v3_wgmma_forward(prod, &cp, buf, 16, o, NULL, o, o, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(
+            v3_wgmma_forward(prod, NULL, buf, 16, o, o, o, o, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(odd, &cp, buf, buf, buf, 16, o, o, o,
+                                               V3_WGMMA_CHAIN_TILE_AUTO, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, NULL, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o + 2, o, o,
+                                               V3_WGMMA_CHAIN_TILE_AUTO, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, NULL, buf, 16, o, o, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cmis, buf, buf, buf, 16, o, o, o,
+                                               V3_WGMMA_CHAIN_TILE_AUTO, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(odd, &cp, buf, buf, buf, 16, o, o, o, 0),
-                         cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o + 2, o, o, 0),
-                         cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cmis, buf, buf, buf, 16, o, o, o, 0),
-                         cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, NULL, buf, 16, o, o, o, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, NULL, buf, 16, o, o, o,
+                                               V3_WGMMA_CHAIN_TILE_AUTO, 0),
                          cudaErrorInvalidValue);
         /* the scratch of the prepared weights: null, misaligned */
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, o, o, NULL, 0),
+        ck_assert_int_eq(
+            v3_wgmma_forward(prod, &cp, buf, 16, o, o, o, NULL, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(
+            v3_wgmma_forward(prod, &cp, buf, 16, o, o, o, o + 1, V3_WGMMA_CHAIN_TILE_AUTO, 0),
+            cudaErrorInvalidValue);
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o, o, NULL,
+                                               V3_WGMMA_CHAIN_TILE_AUTO, 0),
                          cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_forward(prod, &cp, buf, 16, o, o, o, o + 1, 0),
-                         cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o, o, NULL, 0),
-                         cudaErrorInvalidValue);
-        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o, o, o + 2, 0),
+        ck_assert_int_eq(v3_wgmma_hidden_grads(prod, &cp, buf, buf, buf, 16, o, o, o + 2,
+                                               V3_WGMMA_CHAIN_TILE_AUTO, 0),
                          cudaErrorInvalidValue);
         ck_assert_int_eq(v3_wgmma_chain_scratch_floats(wide), 0);
         ck_assert_uint_eq(v3_wgmma_chain_scratch_floats(prod), 256 * 256 * 2 + 256 * 128);
