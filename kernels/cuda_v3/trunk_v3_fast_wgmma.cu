@@ -942,50 +942,43 @@ chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, uns
         while (a_next < a_slabs)
             chain_issue_a<TM>(C, a, act_s, abars, next_m0, a_next++);
 
-    /* The epilogue in PARTS parts of the columns (above). */
+    /* Every output pair of this thread, part by part (above): store(h, j, v)
+     * takes the epilogue's value v of rows rw + 8 h, columns cw + 8 j + cq
+     * (j a compile-time index once unrolled). */
     const int elu = EPI == EPI_BIAS_ACT ? L.elu : 0;
+    auto each_pair = [&](auto store) {
+#pragma unroll
+        for (int part = 0; part < PARTS; part++) {
+            if (part > 0) {
+#pragma unroll
+                for (int j = part * NPE; j < (part + 1) * NPE; j++)
+                    load_pre(j);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int j = part * NPE; j < (part + 1) * NPE; j++)
+                    store(h, j, [&] {
+                        return chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
+                                               pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
+                    });
+        }
+    };
     const bool cols_full = L.n == BLKN;
     if (last) {
         if (cols_full && m0 + TM <= C.m) {
             /* every element is live and the row stride is BLKN: one address
              * and compile-time offsets from it */
             float *const c0 = L.c + (size_t)(m0 + rg + rw) * BLKN + cw + cq;
-#pragma unroll
-            for (int part = 0; part < PARTS; part++) {
-                if (part > 0) {
-#pragma unroll
-                    for (int j = part * NPE; j < (part + 1) * NPE; j++)
-                        load_pre(j);
-                }
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int j = part * NPE; j < (part + 1) * NPE; j++)
-                        *reinterpret_cast<float2 *>(c0 + (size_t)h * 8 * BLKN + 8 * j) =
-                            chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
-                                            pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
-            }
+            each_pair([&](int h, int j, auto value) {
+                *reinterpret_cast<float2 *>(c0 + (size_t)h * 8 * BLKN + 8 * j) = value();
+            });
         } else {
-#pragma unroll
-            for (int part = 0; part < PARTS; part++) {
-                if (part > 0) {
-#pragma unroll
-                    for (int j = part * NPE; j < (part + 1) * NPE; j++)
-                        load_pre(j);
-                }
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int row = m0 + rg + rw + 8 * h;
-#pragma unroll
-                    for (int j = part * NPE; j < (part + 1) * NPE; j++) {
-                        const int col = cw + 8 * j + cq;
-                        if (row < C.m && col < L.n)
-                            *reinterpret_cast<float2 *>(L.c + (size_t)row * L.n + col) =
-                                chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
-                                                pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu);
-                    }
-                }
-            }
+            each_pair([&](int h, int j, auto value) {
+                const int row = m0 + rg + rw + 8 * h, col = cw + 8 * j + cq;
+                if (row < C.m && col < L.n)
+                    *reinterpret_cast<float2 *>(L.c + (size_t)row * L.n + col) = value();
+            });
         }
         return;
     }
@@ -1001,27 +994,10 @@ chain_layer(const Chain &C, const ChainMaps &M, const CUtensorMap &a, int l, uns
 #pragma unroll
     for (int r = 0; r < 4; r++)
         chunk[r] = (unsigned)(((2 * r + (cq >> 2)) ^ (rw & 7)) << 4);
-#pragma unroll
-    for (int part = 0; part < PARTS; part++) {
-        if (part > 0) {
-#pragma unroll
-            for (int j = part * NPE; j < (part + 1) * NPE; j++)
-                load_pre(j);
-        }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-#pragma unroll
-            for (int j = part * NPE; j < (part + 1) * NPE; j++) {
-                const float2 v =
-                    cols_full || cw + 8 * j + cq < L.n
-                        ? chain_pair<EPI>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1],
-                                          pre[EPI == EPI_ELU_GRAD ? 2 * j + h : j], elu)
-                        : make_float2(0.0f, 0.0f);
-                *reinterpret_cast<float2 *>(a0 + h * 8 * 128 + (j >> 2) * CH_ASLAB + chunk[j & 3]) =
-                    v;
-            }
-        }
-    }
+    each_pair([&](int h, int j, auto value) {
+        *reinterpret_cast<float2 *>(a0 + h * 8 * 128 + (j >> 2) * CH_ASLAB + chunk[j & 3]) =
+            cols_full || cw + 8 * j + cq < L.n ? value() : make_float2(0.0f, 0.0f);
+    });
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();       /* the output is complete in act */
     if ((tid & 31) == 0) { /* into L.c, clipped to the batch and to n: box i by warp i mod 8 */
