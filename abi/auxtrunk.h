@@ -201,8 +201,12 @@ static inline const char *auxtrunk_status_message(int32_t status)
 /* Without AUXTRUNK_CONFIG_FAST, results are bit-identical to the canonical
  * order of auxtrunk_canon.h (so to every other exact plugin). */
 #define AUXTRUNK_CAP_EXACT (UINT64_C(1) << 3)
-/* forward/infer/backward allocate nothing, synchronise nothing and use only
- * the given stream, so they may be captured into a CUDA graph and replayed. */
+/* forward/infer/backward allocate nothing, synchronise nothing and order
+ * all of their device work on the given stream (a plugin may fork work onto
+ * streams of its own handle, but only after an event recorded on the given
+ * stream, and joins it back with an event the given stream waits for before
+ * the call returns), so they may be captured into a CUDA graph and
+ * replayed. */
 #define AUXTRUNK_CAP_GRAPH_CAPTURE (UINT64_C(1) << 4)
 /* AUXTRUNK_CONFIG_FAST is accepted (see there). */
 #define AUXTRUNK_CAP_FAST_MODE (UINT64_C(1) << 5)

@@ -64,6 +64,19 @@ float *chain_scratch(atk_dims_t d, int batch, float *workspace)
            v3_wgmma_weight_grads_floats(d, batch);
 }
 
+/* Whether the backward forks onto side: where it is given one and stream
+ * is being captured into a graph, whose fork and join are edges. Eager, the
+ * two cross-stream waits cost more than the overlap gains (H200: the eager
+ * backward 31 -> 40 µs at B = 1,024; docs/perf-notes-v3-fast.md, "The
+ * backward forked"). A stream whose capture status cannot be read (the
+ * legacy stream beside another stream's capture) runs on one stream. */
+bool forks_here(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    return side && fork && join && cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
+           cs == cudaStreamCaptureStatusActive;
+}
+
 } /* namespace */
 
 extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
@@ -112,10 +125,12 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
                           stream);
 }
 
-extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                        const float *h1, const float *h2, const float *dout,
-                                        int batch, const atk_grads_t *g, int accumulate,
-                                        float *workspace, cudaStream_t stream)
+extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t *p,
+                                               const float *x, const float *h1, const float *h2,
+                                               const float *dout, int batch, const atk_grads_t *g,
+                                               int accumulate, float *workspace,
+                                               cudaStream_t stream, cudaStream_t side,
+                                               cudaEvent_t fork, cudaEvent_t join)
 {
     if (!wgmma_backward_takes(d, p, x, h1, h2, dout, batch, g, workspace))
         return batch < V2_FAST_MIN_BATCH
@@ -127,13 +142,44 @@ extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, con
     cudaError_t e;
     /* an ordinary first launch and a dependent, as in the forward */
     if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, V3_WGMMA_TILE_AUTO,
-                                  stream)) == cudaSuccess)
-        e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, V3_WGMMA_TILE_AUTO,
-                                 stream);
-    if (e != cudaSuccess)
+                                  stream)) != cudaSuccess)
         return e;
-    if (V3_WGMMA_WEIGHT_GRADS)
+    if (!V3_WGMMA_WEIGHT_GRADS) {
+        if ((e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
+                                      V3_WGMMA_TILE_AUTO, stream)) != cudaSuccess)
+            return e;
+        return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    }
+    if (!forks_here(stream, side, fork, join)) { /* one stream: dh1_pre, then the three gradients */
+        if ((e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
+                                      V3_WGMMA_TILE_AUTO, stream)) != cudaSuccess)
+            return e;
         return v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
                                      W.partials, 1, stream);
-    return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    }
+    /* dW2 and dW3 need only dh2_pre: on side, beside dh1_pre and dW1. Once
+     * side has waited for fork, it is joined back whatever fails, so that a
+     * capture of stream is never left forked. */
+    if ((e = cudaEventRecord(fork, stream)) != cudaSuccess ||
+        (e = cudaStreamWaitEvent(side, fork, 0)) != cudaSuccess)
+        return e;
+    const cudaError_t es = v3_wgmma_weight_grads_of(d, NULL, h1, h2, dout, NULL, W.dh2, batch, g,
+                                                    accumulate, W.partials, 1, 2, 0, side);
+    if ((e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
+                                  V3_WGMMA_TILE_AUTO, stream)) == cudaSuccess)
+        e = v3_wgmma_weight_grads_of(d, x, NULL, NULL, NULL, W.dh1, NULL, batch, g, accumulate,
+                                     W.partials, 0, 0, 1, stream);
+    cudaError_t ej = cudaEventRecord(join, side);
+    if (ej == cudaSuccess)
+        ej = cudaStreamWaitEvent(stream, join, 0);
+    return es != cudaSuccess ? es : e != cudaSuccess ? e : ej;
+}
+
+extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                        const float *h1, const float *h2, const float *dout,
+                                        int batch, const atk_grads_t *g, int accumulate,
+                                        float *workspace, cudaStream_t stream)
+{
+    return v3_fast_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream,
+                                   NULL, NULL, NULL);
 }

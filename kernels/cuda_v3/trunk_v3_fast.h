@@ -32,7 +32,9 @@
  *                            kernels outside their domain.
  * Deterministic (no atomics; a summation order fixed by the widths and the
  * batch), graph-capturable (no allocation, no synchronisation, launches on
- * the caller's stream only), no gradient for x.
+ * the caller's stream, and in a graph captured from v3_fast_backward_forked
+ * on the caller's second stream, forked from and joined back to it), no
+ * gradient for x.
  *
  * Tolerance, against the double reference with the norm-relative measure of
  * every numeric test (max |got - ref| / max |ref| per tensor):
@@ -94,6 +96,23 @@ cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, const float *x,
 cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                              const float *h2, const float *dout, int batch, const atk_grads_t *g,
                              int accumulate, float *workspace, cudaStream_t stream);
+/* The same bits, with a second stream to fork onto in a graph: side a
+ * stream of the current device other than stream (non-blocking, so that
+ * the legacy stream does not serialise it), fork and join two events made
+ * without timing. Where the wgmma backward runs and stream is being
+ * captured, the call records fork on stream once dh2_pre is queued, runs
+ * dW2, db2, dW3, db3 on side after it while dh1_pre, dW1, db1 run on
+ * stream, records join on side and makes stream wait for it: the graph
+ * forks there and joins before whatever stream runs next. Eager calls
+ * (whose cross-stream waits cost more than they save), other batches, or
+ * side NULL: v3_fast_backward. side is the caller's to keep: the device
+ * work of two calls that share it must not overlap, as for the
+ * workspace. */
+cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
+                                    const float *h1, const float *h2, const float *dout, int batch,
+                                    const atk_grads_t *g, int accumulate, float *workspace,
+                                    cudaStream_t stream, cudaStream_t side, cudaEvent_t fork,
+                                    cudaEvent_t join);
 
 /* ------------------------------------------------------------------------- */
 /* The Hopper layer GEMM (trunk_v3_fast_wgmma.cu; library                   */
@@ -187,6 +206,17 @@ cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
                                   const float *dout, const float *dh1, const float *dh2, int batch,
                                   const atk_grads_t *g, int accumulate, float *partials, int pdl,
                                   cudaStream_t stream);
+/* The same for the gradients first..last only (0: dW1, db1; 1: dW2, db2; 2:
+ * dW3, db3; 0 <= first <= last <= 2), in two launches on stream, with the
+ * chunk plan of all three, so each gives the bits it gives in the call
+ * above; only the operands of those gradients are read (the others may be
+ * NULL) and only their parts of partials written, so two calls on disjoint
+ * ranges may run at once on two streams. */
+cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, const float *h1, const float *h2,
+                                     const float *dout, const float *dh1, const float *dh2,
+                                     int batch, const atk_grads_t *g, int accumulate,
+                                     float *partials, int first, int last, int pdl,
+                                     cudaStream_t stream);
 
 /* The chain kernel: a whole forward, or both hidden gradients, in one
  * persistent launch (a block per multiprocessor walking 64- or 128-row

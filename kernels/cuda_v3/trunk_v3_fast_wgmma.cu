@@ -603,6 +603,7 @@ struct WSum {
     size_t stride;
     int nc;
     int accumulate;
+    size_t begin;  /* where the summed gradients start in the flat layout */
     size_t end[6]; /* end of gradient i in the flat layout (dW1 db1 dW2 db2 dW3 db3) */
     float *dst[6];
 };
@@ -614,7 +615,7 @@ __global__ void __launch_bounds__(SUM_THREADS)
 {
     v2pdl::pdl_wait(); /* every partial is written */
     v2pdl::pdl_trigger();
-    const size_t i = ((size_t)blockIdx.x * SUM_THREADS + threadIdx.x) * 4;
+    const size_t i = R.begin + ((size_t)blockIdx.x * SUM_THREADS + threadIdx.x) * 4;
     if (i >= R.end[5])
         return;
     int q = 0;
@@ -1411,38 +1412,43 @@ extern "C" size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch)
     return (size_t)wgrad_chunk_bound(d, batch) * AUXTRUNK_PARAM_COUNT(&d);
 }
 
-extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
-                                             const float *h2, const float *dout, const float *dh1,
-                                             const float *dh2, int batch, const atk_grads_t *g,
-                                             int accumulate, float *partials, int pdl,
-                                             cudaStream_t stream)
+extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, const float *h1,
+                                                const float *h2, const float *dout,
+                                                const float *dh1, const float *dh2, int batch,
+                                                const atk_grads_t *g, int accumulate,
+                                                float *partials, int first, int last, int pdl,
+                                                cudaStream_t stream)
 {
     const int dev = ready_device();
-    const void *const in[7] = {x, h1, h2, dout, dh1, dh2, partials};
-    if (dev < 0 || !g || !wgrad_dims_ok(d) || batch <= 0)
+    if (dev < 0 || !g || !wgrad_dims_ok(d) || batch <= 0 || first < 0 || first > last || last > 2)
         return cudaErrorInvalidValue;
-    for (const void *ptr : in)
-        if (!ptr || !aligned16(ptr))
-            return cudaErrorInvalidValue;
+    /* what the gradients first..last read and write */
+    const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
     float *const dst[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
-    for (const float *ptr : dst)
-        if (!ptr || !aligned16(ptr))
+    if (!partials || !aligned16(partials))
+        return cudaErrorInvalidValue;
+    for (int q = first; q <= last; q++)
+        if (!acts[q] || !aligned16(acts[q]) || !grads[q] || !aligned16(grads[q]) || !dst[2 * q] ||
+            !aligned16(dst[2 * q]) || !dst[2 * q + 1] || !aligned16(dst[2 * q + 1]))
             return cudaErrorInvalidValue;
 
+    /* the plan of all three, whichever are computed: each gradient's chunks,
+     * hence its bits, are the same in one launch and in two */
     int nc, len;
     wgrad_chunks(d, batch, nc, len);
     const size_t off[7] = {AUXTRUNK_W1_OFFSET(&d),  AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
                            AUXTRUNK_B2_OFFSET(&d),  AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
                            AUXTRUNK_PARAM_COUNT(&d)};
-    const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
     const int ms[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};
     WGrads G = {};
     int tiles = 0;
     for (int q = 0; q < 3; q++) {
         WGrad &Q = G.q[q];
+        Q.tile0 = tiles; /* a gradient outside first..last has no blocks */
+        if (q < first || q > last)
+            continue;
         Q.a = acts[q], Q.g = grads[q], Q.m = ms[q], Q.n = ns[q];
         Q.tiles_n = (Q.n + BN - 1) / BN;
-        Q.tile0 = tiles;
         Q.dw_off = off[2 * q], Q.db_off = off[2 * q + 1];
         tiles += ((Q.m + BM - 1) / BM) * Q.tiles_n;
     }
@@ -1454,13 +1460,24 @@ extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const
 
     WSum R = {};
     R.partials = partials, R.stride = off[6], R.nc = nc, R.accumulate = accumulate;
-    for (int i = 0; i < 6; i++)
-        R.end[i] = off[i + 1], R.dst[i] = dst[i];
-    const size_t groups = off[6] / 4;
+    R.begin = off[2 * first];
+    for (int i = 0; i < 6; i++) /* the gradients after last end where last does */
+        R.end[i] = off[(i < 2 * last + 2 ? i : 2 * last + 1) + 1], R.dst[i] = dst[i];
+    const size_t groups = (off[2 * last + 2] - R.begin) / 4;
     /* a dependent of the launch above, always */
     return v2pdl::launch(v3_wgmma_wgrad_sum_kernel,
                          dim3((unsigned)((groups + SUM_THREADS - 1) / SUM_THREADS)),
                          dim3(SUM_THREADS), 0, stream, true, R);
+}
+
+extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,
+                                             const float *h2, const float *dout, const float *dh1,
+                                             const float *dh2, int batch, const atk_grads_t *g,
+                                             int accumulate, float *partials, int pdl,
+                                             cudaStream_t stream)
+{
+    return v3_wgmma_weight_grads_of(d, x, h1, h2, dout, dh1, dh2, batch, g, accumulate, partials,
+                                    0, 2, pdl, stream);
 }
 
 extern "C" int v3_wgmma_chain_supported(atk_dims_t d)

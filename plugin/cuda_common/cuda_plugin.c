@@ -22,6 +22,8 @@ struct auxtrunk_handle {
     float *h1, *h2;         /* recorded activations */
     float *ih1, *ih2;       /* infer's activations */
     float *workspace;       /* the kernel set's scratch */
+    cudaStream_t side;      /* where mode->backward_forked: its second stream */
+    cudaEvent_t fork, join; /* ... and the events that fork it off and join it back */
 };
 
 static const atc_kernels_t *const K = &atc_plugin_kernels;
@@ -34,16 +36,45 @@ static size_t aligned(size_t bytes) { return (bytes + ATC_ALIGN - 1) / ATC_ALIGN
 /* ------------------------------------------------------------------------- */
 /* Lifecycle                                                                 */
 
-/* destroy's part (atp_destroy): the device block. cudaFree waits for the
- * device to finish the work that may still use it, so the handle's
- * outstanding work is complete first. */
+/* The second stream and its events, where made (each NULL otherwise); the
+ * first error is kept. */
+static cudaError_t side_free(auxtrunk_handle_t *h)
+{
+    cudaError_t first = cudaSuccess, e;
+    if (h->join && (e = cudaEventDestroy(h->join)) != cudaSuccess)
+        first = e;
+    if (h->fork && (e = cudaEventDestroy(h->fork)) != cudaSuccess && first == cudaSuccess)
+        first = e;
+    if (h->side && (e = cudaStreamDestroy(h->side)) != cudaSuccess && first == cudaSuccess)
+        first = e;
+    h->join = h->fork = NULL;
+    h->side = NULL;
+    return first;
+}
+
+/* The second stream and its events, where the mode forks; on failure none. */
+static cudaError_t side_make(auxtrunk_handle_t *h)
+{
+    cudaError_t e = cudaSuccess;
+    if (h->mode->backward_forked &&
+        ((e = cudaStreamCreateWithFlags(&h->side, cudaStreamNonBlocking)) != cudaSuccess ||
+         (e = cudaEventCreateWithFlags(&h->fork, cudaEventDisableTiming)) != cudaSuccess ||
+         (e = cudaEventCreateWithFlags(&h->join, cudaEventDisableTiming)) != cudaSuccess))
+        (void)side_free(h);
+    return e;
+}
+
+/* destroy's part (atp_destroy): the device block, then the second stream.
+ * cudaFree waits for the device to finish the work that may still use it,
+ * so the handle's outstanding work is complete first. */
 static int32_t cuda_release(auxtrunk_handle_t *h)
 {
     atc_device_guard_t g;
     int32_t st = atc_device_enter(&g, &h->base, h->device);
     if (st == AUXTRUNK_OK) {
         st = ATC_CHECK(&h->base, cudaFree(h->block));
-        st = atc_device_leave(&g, &h->base, st);
+        const int32_t ss = ATC_CHECK(&h->base, side_free(h));
+        st = atc_device_leave(&g, &h->base, st != AUXTRUNK_OK ? st : ss);
     }
     return st;
 }
@@ -87,6 +118,8 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     st = ATC_CHECK(&h->base, cudaMalloc(&h->block, block_bytes));
     if (st == AUXTRUNK_OK) {
         st = ATC_CHECK(&h->base, h->mode->prepare());
+        if (st == AUXTRUNK_OK)
+            st = ATC_CHECK(&h->base, side_make(h));
         if (st != AUXTRUNK_OK)
             (void)ATC_CHECK(NULL, cudaFree(h->block)); /* keeps the first error */
     }
@@ -170,9 +203,14 @@ static int32_t cuda_backward(auxtrunk_handle_t *h, const auxtrunk_params_t *para
     const int accumulate = (flags & AUXTRUNK_BACKWARD_ACCUMULATE) != 0;
     const atk_params_t p = atp_kernel_params(params);
     const atk_grads_t gr = atp_kernel_grads(grads);
-    st = ATC_CHECK(&h->base,
-                   h->mode->backward(atp_kernel_dims(&h->base.dims), &p, x, h->h1, h->h2, dout,
-                                     batch, &gr, accumulate, h->workspace, (cudaStream_t)stream));
+    const atk_dims_t d = atp_kernel_dims(&h->base.dims);
+    const cudaStream_t s = (cudaStream_t)stream;
+    st = ATC_CHECK(&h->base, h->mode->backward_forked
+                                 ? h->mode->backward_forked(d, &p, x, h->h1, h->h2, dout, batch,
+                                                            &gr, accumulate, h->workspace, s,
+                                                            h->side, h->fork, h->join)
+                                 : h->mode->backward(d, &p, x, h->h1, h->h2, dout, batch, &gr,
+                                                     accumulate, h->workspace, s));
     st = atc_device_leave(&g, &h->base, st);
     if (st == AUXTRUNK_OK)
         atp_ok(&h->base);

@@ -15,6 +15,8 @@
  *                                                infer never touches the record
  *   workspace  mode->workspace_floats(dims,      the kernel set's own scratch, for
  *              max_batch) floats                 forward, infer and backward
+ * and, where the mode has backward_forked, a stream and two events of the
+ * handle's device (no memory of their own that the handle reports).
  * The host orders the handle's calls; the device work of two calls on one
  * handle must not overlap either (same stream, or an event between them),
  * since they share these buffers.
@@ -50,6 +52,18 @@ typedef struct atc_mode {
     cudaError_t (*backward)(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                             const float *h2, const float *dout, int batch, const atk_grads_t *g,
                             int accumulate, float *workspace, cudaStream_t stream);
+    /* NULL, or the backward the adapter calls instead, with the handle's
+     * second stream to fork independent launches onto: `side` (made
+     * non-blocking on the handle's device) and two events made without
+     * timing, `fork` to start side after what stream holds and `join` to
+     * make stream wait for side before the call returns (as
+     * v3_fast_backward_forked documents it). Init makes the three where
+     * this is set, destroy frees them. */
+    cudaError_t (*backward_forked)(atk_dims_t d, const atk_params_t *p, const float *x,
+                                   const float *h1, const float *h2, const float *dout, int batch,
+                                   const atk_grads_t *g, int accumulate, float *workspace,
+                                   cudaStream_t stream, cudaStream_t side, cudaEvent_t fork,
+                                   cudaEvent_t join);
 } atc_mode_t;
 
 typedef struct atc_kernels {

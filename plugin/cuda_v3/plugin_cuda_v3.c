@@ -55,5 +55,6 @@ const atc_kernels_t atc_plugin_kernels = {
             .prepare = v3_fast_prepare,
             .forward = v3_fast_forward,
             .backward = v3_fast_backward,
+            .backward_forked = v3_fast_backward_forked,
         },
 };

@@ -26,12 +26,17 @@
  *     32-row slab or the chunk, widths with tails past a 128 x 128 tile, a
  *     and g of magnitude 1 and 1e2; the flat gradient buffer poisoned, every
  *     element written, the guard floats after it untouched; then again with
- *     accumulate onto random gradients;
+ *     accumulate onto random gradients; and in two parts
+ *     (v3_wgmma_weight_grads_of: dW1 | dW2, dW3 and dW1, dW2 | dW3) on two
+ *     streams at once, each given only its own operands: the same bits;
  *   - the chain kernel (v3_wgmma_forward, v3_wgmma_hidden_grads), on 64-
  *     and on 128-row tiles, bit for bit against the layer launches it
  *     replaces, for the production topology at batches of 1 to 40,000 and
  *     widths with tails, inputs of magnitude 1 and 1e2, outputs poisoned,
  *     every element written, the guards untouched;
+ *   - fast mode's backward forked onto a second stream in a graph
+ *     (v3_fast_backward_forked), replayed, and called eagerly, the same
+ *     bits as on one stream (v3_fast_backward);
  *   - a second call gives the same bits;
  *   - shapes outside the domain are refused with nothing written.
  * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
@@ -423,6 +428,34 @@ static double run_weight_grads(const trunk_case_t &c, float scale, tst_rng_t *r)
     const std::vector<float> got =
         two_calls([&](int pdl) { return call(0, pdl); }, dg, P, guard_want, what);
     static const char *const names[6] = {"dW1", "db1", "dW2", "db2", "dW3", "db3"};
+
+    /* In two parts on two streams at once (v3_wgmma_weight_grads_of, as
+     * fast mode's forked backward runs them), each part given only its own
+     * operands: the same bits as one call, every element written. */
+    cudaStream_t st[2];
+    for (cudaStream_t &s : st)
+        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    static const int splits[2][2][2] = {{{0, 0}, {1, 2}}, {{0, 1}, {2, 2}}};
+    for (const auto &sp : splits) {
+        CUDA_OK(cudaMemset(dg, 0xFF, P * sizeof(float)));
+        CUDA_OK(cudaDeviceSynchronize());
+        for (int part = 0; part < 2; part++) {
+            const int first = sp[part][0], last = sp[part][1];
+            auto only = [&](int i) { return i % 3 >= first && i % 3 <= last ? dev[i] : NULL; };
+            CUDA_OK(v3_wgmma_weight_grads_of(d, only(0), only(1), only(2), only(5), only(3),
+                                             only(4), B, &g, 0, dpart, first, last, 0, st[part]));
+        }
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> split(P);
+        CUDA_OK(cudaMemcpy(split.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
+        size_t diff = 0;
+        for (size_t i = 0; i < P; i++)
+            diff += tst_f32_bits(split[i]) != tst_f32_bits(got[i]);
+        ck_assert_msg(diff == 0, "%s: gradients %d-%d and %d-%d on two streams: %zu elements "
+                      "differ from one call", what, sp[0][0], sp[0][1], sp[1][0], sp[1][1], diff);
+    }
+    for (cudaStream_t s : st)
+        CUDA_OK(cudaStreamDestroy(s));
     const size_t end[6] = {off[1], off[2], off[3], off[4], off[5], P};
     printf("  wgmma weight grads %3d/%3d/%3d/%3d B %5d, inputs ±%g:", d.enc, d.h1, d.h2, d.aux, B,
            (double)scale);
@@ -664,6 +697,132 @@ START_TEST(chain_matches_layer_launches)
 }
 END_TEST
 
+/* Fast mode's backward with its second stream (v3_fast_backward_forked:
+ * in a graph, dW2, dW3 on side beside dh1_pre, dW1; eager, one stream),
+ * eager on a stream of its own and replayed from a graph captured on it,
+ * against v3_fast_backward on one stream: the same bits in all six
+ * gradients, every element written (the gradients NaN-poisoned before each
+ * call), accumulate included. The records are ELU values of either sign;
+ * inputs in ±1. */
+static void run_forked_backward(atk_dims_t d, int B, tst_rng_t *r)
+{
+    const int ks[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};
+    std::vector<float> host[4]; /* x, h1, h2, dout */
+    const size_t n_in[4] = {(size_t)B * d.enc, (size_t)B * d.h1, (size_t)B * d.h2,
+                            (size_t)B * d.aux};
+    float *dev[4], *dw[3], *db[3];
+    for (int i = 0; i < 4; i++) {
+        host[i].resize(n_in[i]);
+        tst_rng_fill(r, host[i].data(), n_in[i], i == 1 || i == 2 ? -0.9f : -1.0f, 1.0f);
+        dev[i] = dev_from(host[i]);
+    }
+    for (int l = 0; l < 3; l++) {
+        std::vector<float> w((size_t)ks[l] * ns[l]), b(ns[l]);
+        const float ws = 1.0f / sqrtf((float)ks[l]);
+        tst_rng_fill(r, w.data(), w.size(), -ws, ws);
+        tst_rng_fill(r, b.data(), b.size(), -0.5f, 0.5f);
+        dw[l] = dev_from(w), db[l] = dev_from(b);
+    }
+    const atk_params_t p = {dw[0], db[0], dw[1], db[1], dw[2], db[2]};
+    const size_t P = AUXTRUNK_PARAM_COUNT(&d);
+    const size_t off[6] = {AUXTRUNK_W1_OFFSET(&d), AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
+                           AUXTRUNK_B2_OFFSET(&d), AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d)};
+    float *dg = NULL, *ws = NULL;
+    CUDA_OK(cudaMalloc(&dg, P * sizeof(float)));
+    CUDA_OK(cudaMalloc(&ws, v3_fast_workspace_floats(d, B) * sizeof(float)));
+    const atk_grads_t g = {dg + off[0], dg + off[1], dg + off[2],
+                           dg + off[3], dg + off[4], dg + off[5]};
+    std::vector<float> g0(P);
+    tst_rng_fill(r, g0.data(), P, -1.0f, 1.0f);
+
+    cudaStream_t s, side;
+    cudaEvent_t fork, join;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    CUDA_OK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+
+    /* how: 0 one stream, 1 forked eager, 2 forked from a graph */
+    auto run = [&](int how, int accumulate) {
+        if (accumulate)
+            CUDA_OK(cudaMemcpy(dg, g0.data(), P * sizeof(float), cudaMemcpyHostToDevice));
+        else
+            CUDA_OK(cudaMemset(dg, 0xFF, P * sizeof(float))); /* NaN */
+        auto call = [&]() {
+            return how == 0 ? v3_fast_backward(d, &p, dev[0], dev[1], dev[2], dev[3], B, &g,
+                                               accumulate, ws, s)
+                            : v3_fast_backward_forked(d, &p, dev[0], dev[1], dev[2], dev[3], B, &g,
+                                                      accumulate, ws, s, side, fork, join);
+        };
+        if (how < 2) {
+            CUDA_OK(call());
+        } else {
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            const cudaError_t e = call();
+            CUDA_OK(cudaStreamEndCapture(s, &graph));
+            CUDA_OK(e);
+            CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+            CUDA_OK(cudaGraphLaunch(exec, s));
+            CUDA_OK(cudaStreamSynchronize(s));
+            CUDA_OK(cudaGraphExecDestroy(exec));
+            CUDA_OK(cudaGraphDestroy(graph));
+        }
+        CUDA_OK(cudaStreamSynchronize(s));
+        std::vector<float> got(P);
+        CUDA_OK(cudaMemcpy(got.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
+        return got;
+    };
+    static const char *const hows[3] = {"one stream", "eager with a side stream",
+                                        "forked graph replay"};
+    for (int accumulate = 0; accumulate < 2; accumulate++) {
+        const std::vector<float> want = run(0, accumulate);
+        size_t unwritten = 0;
+        for (float v : want)
+            unwritten += !isfinite(v);
+        ck_assert_msg(unwritten == 0, "fast backward B %d: %zu gradient elements not written", B,
+                      unwritten);
+        for (int how = 1; how < 3; how++) {
+            const size_t diff = bits_differ(run(how, accumulate), want);
+            ck_assert_msg(diff == 0, "fast backward B %d%s, %s: %zu elements differ from one stream",
+                          B, accumulate ? " (accumulate)" : "", hows[how], diff);
+        }
+    }
+    printf("  fast backward %3d/%3d/%3d/%3d B %5d: forked graph replay and eager call with a side "
+           "stream the same bits as one stream, accumulate too\n",
+           d.enc, d.h1, d.h2, d.aux, B);
+    fflush(stdout);
+    CUDA_OK(cudaEventDestroy(fork));
+    CUDA_OK(cudaEventDestroy(join));
+    CUDA_OK(cudaStreamDestroy(side));
+    CUDA_OK(cudaStreamDestroy(s));
+    for (int i = 0; i < 4; i++)
+        cudaFree(dev[i]);
+    for (int l = 0; l < 3; l++)
+        cudaFree(dw[l]), cudaFree(db[l]);
+    cudaFree(dg), cudaFree(ws);
+}
+
+START_TEST(forked_backward_matches_one_stream)
+{
+    prepare_or_fail();
+    CUDA_OK(v3_fast_prepare());
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x75);
+    /* below the wgmma backward (no fork), its first batch, 4,096, a batch
+     * that is no multiple of a chunk, 16,384; widths with tails */
+    static const trunk_case_t cases[] = {
+        {{256, 256, 256, 128}, 512},   {{256, 256, 256, 128}, 1024}, {{256, 256, 256, 128}, 4096},
+        {{132, 260, 136, 20}, 3001},   {{256, 256, 256, 128}, 6700}, {{256, 256, 256, 128}, 16384},
+    };
+    const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
+    for (size_t i = 0; i < n_cases; i++)
+        run_forked_backward(cases[i].d, cases[i].batch, &r);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+END_TEST
+
 START_TEST(outside_the_domain_is_refused)
 {
     prepare_or_fail();
@@ -837,6 +996,7 @@ int main(void)
     tcase_add_test(tc, hidden_grad_matches_double_reference);
     tcase_add_test(tc, weight_grads_match_double_reference);
     tcase_add_test(tc, chain_matches_layer_launches);
+    tcase_add_test(tc, forked_backward_matches_one_stream);
     tcase_add_test(tc, outside_the_domain_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
