@@ -981,7 +981,8 @@ struct TreeArgs {
     size_t stride;  /* floats between consecutive nodes */
     int nc;         /* nodes */
     int span;       /* nodes per thread; gridDim.y = ceil(nc / span) */
-    int64_t end[6]; /* prefix sums of gradient sizes */
+    int64_t begin;  /* the first element summed (the start of a gradient) */
+    int64_t end[6]; /* prefix sums of gradient sizes; the last, where the sum ends */
     float *dst[6];
     int accumulate;
 };
@@ -1007,7 +1008,7 @@ __global__ void __launch_bounds__(NTHREADS) tree_kernel(TreeArgs T)
     using vec = typename std::conditional<V == 4, float4, float>::type;
     v2pdl::pdl_wait(); /* the partials come from the previous launch */
     v2pdl::pdl_trigger();
-    const int64_t e = ((int64_t)blockIdx.x * NTHREADS + threadIdx.x) * V;
+    const int64_t e = T.begin + ((int64_t)blockIdx.x * NTHREADS + threadIdx.x) * V;
     if (e >= T.end[5])
         return;
     float stack[LEVELS][V];
@@ -1228,20 +1229,25 @@ cudaError_t gemm(const Gemm &g, int k, bool vec, cudaStream_t s, bool pdl)
                : gemm_launch<A_KC, B_KC, EPI, false>(g, k, s, pdl);
 }
 
+/* The gradients first..last of G (0: dW1, db1; 1: dW2, db2; 2: dW3, db3);
+ * the others get no blocks. */
 template <int BM, int BN>
-cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_t s, bool pdl)
+cudaError_t launch_grads(GradGroup &G, int rows, int fold, bool vec, cudaStream_t s, bool pdl,
+                         int first, int last)
 {
     int t = 0;
     G.tile_start[0] = 0;
     for (int p = 0; p < 3; p++) {
         G.tiles_n[p] = (G.dw[p].n + BN - 1) / BN;
-        t += tiles(G.dw[p].m, G.dw[p].n, BM, BN);
+        if (p >= first && p <= last)
+            t += tiles(G.dw[p].m, G.dw[p].n, BM, BN);
         G.tile_start[p + 1] = t;
     }
     /* db column blocks: one column per thread of the kernel's block */
     const int nt = vec ? threads_of<BM, BN, true>() : threads_of<BM, BN, false>();
     for (int q = 0; q < 3; q++) {
-        t += (G.db_n[q] + nt - 1) / nt;
+        if (q >= first && q <= last)
+            t += (G.db_n[q] + nt - 1) / nt;
         G.tile_start[4 + q] = t;
     }
     const int k = G.batch < CHUNK ? G.batch : CHUNK; /* longest chunk */
@@ -1392,54 +1398,18 @@ extern "C" cudaError_t v2_forward(atk_dims_t d, const atk_params_t *p, const flo
     return gemm<true, false, EPI_BIAS>(g[2].with_b_early(), d.h2, vec, stream, true);
 }
 
-extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                   const float *h1, const float *h2, const float *dout, int batch,
-                                   const atk_grads_t *gr, int accumulate, float *workspace,
-                                   cudaStream_t stream)
+namespace {
+
+/* The canonical tree of the gradients first..last (v2_tree_sum). */
+cudaError_t tree_sum_of(atk_dims_t d, float *partials, int nodes, const atk_grads_t *gr,
+                        int accumulate, int first, int last, cudaStream_t stream);
+
+/* The weight-gradient launch (and tree) of the gradients first..last. */
+cudaError_t grads_of(atk_dims_t d, const float *x, const float *h1, const float *h2,
+                     const float *dout, const float *dh1, const float *dh2, float *partials,
+                     int batch, const atk_grads_t *gr, int accumulate, bool vec, int first,
+                     int last, bool pdl, cudaStream_t stream)
 {
-    if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
-        return cudaErrorInvalidValue;
-    cudaError_t e;
-    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
-    float *const dh2 = W.dh2, *const dh1 = W.dh1, *const partials = W.partials;
-    const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
-                     aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
-                     aligned16(p->w2) && aligned16(p->w3) && aligned16(dh2) && aligned16(dh1);
-
-    /* dh2_pre = (dout · W3ᵀ) ⊙ ELU'(h2): reduction over AUX, both operands
-     * k-contiguous; dh1_pre likewise from dh2_pre and W2. */
-    if (batch <= ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
-        if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
-            return e;
-    } else {
-        /* Large aligned batches read W2ᵀ and W3ᵀ from copies made just
-         * before (B d-contiguous, the forward's orientation; no early copy of
-         * W3ᵀ, which that launch writes); others read W2 [H1, H2] and
-         * W3 [H2, AUX] in place (B k-contiguous). */
-        const bool tr = vec && batch >= DH_TRANSPOSE_MIN_BATCH;
-        if (tr && (e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
-            return e;
-        const Gemm g2 = Gemm::shape(batch, d.h2)
-                            .with_a(dout, d.aux)
-                            .with_b(tr ? W.w3t : p->w3, tr ? d.h2 : d.aux)
-                            .with_c(dh2, d.h2)
-                            .with_y(h2);
-        e = tr ? gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)
-               : gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false);
-        if (e != cudaSuccess)
-            return e;
-        const Gemm g1 = Gemm::shape(batch, d.h1)
-                            .with_a(dh2, d.h2)
-                            .with_b(tr ? W.w2t : p->w2, tr ? d.h1 : d.h2)
-                            .with_c(dh1, d.h1)
-                            .with_y(h1)
-                            .with_b_early();
-        e = tr ? gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)
-               : gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true);
-        if (e != cudaSuccess)
-            return e;
-    }
-
     const int nc = auxtrunk_canon_chunks(batch);
     const int fold = fold_of(d, nc);
     const int nodes = (nc + fold - 1) / fold; /* grid rows of the gradient launch */
@@ -1462,26 +1432,135 @@ extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const fl
     G.node_stride = direct ? 0 : P;
     G.accumulate = accumulate;
 
-    switch (pick_grads(d, nodes)) {
+    cudaError_t e;
+    switch (pick_grads(d, nodes)) { /* the tile of all three, whichever run */
     case 128:
-        e = launch_grads<128, LARGE_BN>(G, nodes, fold, vec, stream, true);
+        e = launch_grads<128, LARGE_BN>(G, nodes, fold, vec, stream, pdl, first, last);
         break;
     case 64:
-        e = launch_grads<64, 64>(G, nodes, fold, vec, stream, true);
+        e = launch_grads<64, 64>(G, nodes, fold, vec, stream, pdl, first, last);
         break;
     default:
-        e = launch_grads<32, 32>(G, nodes, fold, vec, stream, true);
+        e = launch_grads<32, 32>(G, nodes, fold, vec, stream, pdl, first, last);
         break;
     }
     if (e != cudaSuccess || direct)
         return e;
-    return v2_tree_sum(d, partials, nodes, gr, accumulate, stream);
+    return tree_sum_of(d, partials, nodes, gr, accumulate, first, last, stream);
+}
+
+/* v2_backward, forking onto side where v2_forks says so. */
+cudaError_t backward_impl(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                          const float *h2, const float *dout, int batch, const atk_grads_t *gr,
+                          int accumulate, float *workspace, cudaStream_t stream,
+                          cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
+{
+    if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
+        return cudaErrorInvalidValue;
+    cudaError_t e;
+    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    float *const dh2 = W.dh2, *const dh1 = W.dh1, *const partials = W.partials;
+    const bool vec = d.enc % 4 == 0 && d.h1 % 4 == 0 && d.h2 % 4 == 0 && d.aux % 4 == 0 &&
+                     aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
+                     aligned16(p->w2) && aligned16(p->w3) && aligned16(dh2) && aligned16(dh1);
+
+    /* dh2_pre = (dout · W3ᵀ) ⊙ ELU'(h2): reduction over AUX, both operands
+     * k-contiguous; dh1_pre likewise from dh2_pre and W2. */
+    if (batch <= ROWS_MAX_BATCH && v2_rows_backward_ok(d, p, h1, h2, dout, dh2, dh1)) {
+        if ((e = v2_rows_backward(d, p, h1, h2, dout, batch, dh2, dh1, stream)) != cudaSuccess)
+            return e;
+        return grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate, vec, 0, 2,
+                        true, stream);
+    }
+    /* Large aligned batches read W2ᵀ and W3ᵀ from copies made just
+     * before (B d-contiguous, the forward's orientation; no early copy of
+     * W3ᵀ, which that launch writes); others read W2 [H1, H2] and
+     * W3 [H2, AUX] in place (B k-contiguous). */
+    const bool tr = vec && batch >= DH_TRANSPOSE_MIN_BATCH;
+    if (tr && (e = v2_transpose_hidden_weights(d, p, W.w2t, W.w3t, stream)) != cudaSuccess)
+        return e;
+    const Gemm g2 = Gemm::shape(batch, d.h2)
+                        .with_a(dout, d.aux)
+                        .with_b(tr ? W.w3t : p->w3, tr ? d.h2 : d.aux)
+                        .with_c(dh2, d.h2)
+                        .with_y(h2);
+    e = tr ? gemm<true, false, EPI_ELU_GRAD>(g2, d.aux, vec, stream, true)
+           : gemm<true, true, EPI_ELU_GRAD>(g2, d.aux, vec, stream, false);
+    if (e != cudaSuccess)
+        return e;
+    const Gemm g1 = Gemm::shape(batch, d.h1)
+                        .with_a(dh2, d.h2)
+                        .with_b(tr ? W.w2t : p->w2, tr ? d.h1 : d.h2)
+                        .with_c(dh1, d.h1)
+                        .with_y(h1)
+                        .with_b_early();
+    auto dh1_launch = [&]() {
+        return tr ? gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)
+                  : gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true);
+    };
+    if (!v2_forks(stream, side, fork, join)) {
+        if ((e = dh1_launch()) != cudaSuccess)
+            return e;
+        return grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate, vec, 0, 2,
+                        true, stream);
+    }
+    /* Forked: dW2, dW3 (and their tree) need only dh2_pre, so they run on
+     * side beside dh1_pre and dW1; side is joined back whatever fails. */
+    if ((e = cudaEventRecord(fork, stream)) != cudaSuccess ||
+        (e = cudaStreamWaitEvent(side, fork, 0)) != cudaSuccess)
+        return e;
+    const cudaError_t es = grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate,
+                                    vec, 1, 2, false, side);
+    if ((e = dh1_launch()) == cudaSuccess)
+        e = grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate, vec, 0, 0,
+                     true, stream);
+    cudaError_t ej = cudaEventRecord(join, side);
+    if (ej == cudaSuccess)
+        ej = cudaStreamWaitEvent(stream, join, 0);
+    return es != cudaSuccess ? es : e != cudaSuccess ? e : ej;
+}
+
+} /* namespace */
+
+extern "C" int v2_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    return side && fork && join && side != stream &&
+           cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
+           cs == cudaStreamCaptureStatusActive;
+}
+
+extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                   const float *h1, const float *h2, const float *dout, int batch,
+                                   const atk_grads_t *gr, int accumulate, float *workspace,
+                                   cudaStream_t stream)
+{
+    return backward_impl(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream, NULL,
+                         NULL, NULL);
+}
+
+extern "C" cudaError_t v2_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
+                                          const float *h1, const float *h2, const float *dout,
+                                          int batch, const atk_grads_t *gr, int accumulate,
+                                          float *workspace, cudaStream_t stream,
+                                          cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
+{
+    return backward_impl(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream, side,
+                         fork, join);
 }
 
 extern "C" cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, const atk_grads_t *gr,
                                    int accumulate, cudaStream_t stream)
 {
-    if (!partials || !gr || nodes < 1)
+    return tree_sum_of(d, partials, nodes, gr, accumulate, 0, 2, stream);
+}
+
+namespace {
+
+cudaError_t tree_sum_of(atk_dims_t d, float *partials, int nodes, const atk_grads_t *gr,
+                        int accumulate, int first, int last, cudaStream_t stream)
+{
+    if (!partials || !gr || nodes < 1 || first < 0 || first > last || last > 2)
         return cudaErrorInvalidValue;
     cudaError_t e;
     const v2_grad_layout_t L = v2_grad_layout(d);
@@ -1492,13 +1571,15 @@ extern "C" cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, con
     T.nc = nodes;
     float *dst[6] = {gr->dw1, gr->db1, gr->dw2, gr->db2, gr->dw3, gr->db3};
     bool v4 = P % 4 == 0 && aligned16(partials);
-    for (int i = 0; i < 6; i++) {
-        T.end[i] = (int64_t)L.off[i + 1];
+    for (int i = 0; i < 6; i++) { /* the gradients after last end where last does */
+        T.end[i] = (int64_t)L.off[(i < 2 * last + 2 ? i : 2 * last + 1) + 1];
         T.dst[i] = dst[i];
         v4 = v4 && L.off[i] % 4 == 0 && aligned16(dst[i]);
     }
+    T.begin = (int64_t)L.off[2 * first];
     T.accumulate = accumulate;
-    const unsigned blocks = (unsigned)(((v4 ? P / 4 : P) + NTHREADS - 1) / NTHREADS);
+    const size_t n = L.off[2 * last + 2] - L.off[2 * first];
+    const unsigned blocks = (unsigned)(((v4 ? n / 4 : n) + NTHREADS - 1) / NTHREADS);
     if (nodes > TREE_SPLIT_MIN) { /* first level: blocks of TREE_SPAN nodes, in place */
         T.span = TREE_SPAN;
         const dim3 grid(blocks, (unsigned)((nodes + TREE_SPAN - 1) / TREE_SPAN));
@@ -1516,3 +1597,5 @@ extern "C" cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, con
         return launch_tree<TREE_SPAN_LEVELS, TREE_SPAN_BATCH>(T, blocks, v4, stream);
     return launch_tree<TREE_LEVELS, TREE_BATCH>(T, blocks, v4, stream);
 }
+
+} /* namespace */

@@ -123,6 +123,29 @@ cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
                         const float *h2, const float *dout, int batch, const atk_grads_t *g,
                         int accumulate, float *workspace, cudaStream_t stream);
 
+/* Whether a backward given a second stream forks onto it (1) or runs on
+ * stream alone (0): where side, fork and join are given, side is not
+ * stream, and stream is being captured into a graph, whose fork and join
+ * are edges. Eager, two cross-stream waits cost more than the overlap gives
+ * back (H200: docs/perf-notes-v3-fast.md, "The backward forked"); a stream
+ * whose capture status cannot be read (the legacy stream beside another
+ * stream's capture) runs alone. */
+int v2_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
+
+/* v2_backward, the same bits, with a second stream to fork onto where
+ * v2_forks says so: side a non-blocking stream of the current device, fork
+ * and join two events made without timing. From B = 257 (the batches whose
+ * hidden gradients are two launches) the call records fork on stream once
+ * dh2_pre is queued, runs dW2, db2, dW3, db3 (their launch of the grouped
+ * weight-gradient kernel and their tree) on side while dh1_pre, dW1, db1
+ * run on stream, records join on side and makes stream wait for it. side is
+ * the caller's to keep: the device work of two calls that share it must not
+ * overlap, as for the workspace. */
+cudaError_t v2_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
+                               const float *h2, const float *dout, int batch, const atk_grads_t *g,
+                               int accumulate, float *workspace, cudaStream_t stream,
+                               cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
+
 /* ------------------------------------------------------------------------- */
 /* Fast mode (AUXTRUNK_CONFIG_FAST): trunk_v2_fast.cu                        */
 /*

@@ -64,19 +64,6 @@ float *chain_scratch(atk_dims_t d, int batch, float *workspace)
            v3_wgmma_weight_grads_floats(d, batch);
 }
 
-/* Whether the backward forks onto side: where it is given one and stream
- * is being captured into a graph, whose fork and join are edges. Eager, the
- * two cross-stream waits cost more than the overlap gains (H200: the eager
- * backward 31 -> 40 µs at B = 1,024; docs/perf-notes-v3-fast.md, "The
- * backward forked"). A stream whose capture status cannot be read (the
- * legacy stream beside another stream's capture) runs on one stream. */
-bool forks_here(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
-{
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    return side && fork && join && cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
-           cs == cudaStreamCaptureStatusActive;
-}
-
 } /* namespace */
 
 extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
@@ -134,7 +121,8 @@ extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t 
 {
     if (!wgmma_backward_takes(d, p, x, h1, h2, dout, batch, g, workspace))
         return batch < V2_FAST_MIN_BATCH
-                   ? v3_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream)
+                   ? v3_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace,
+                                        stream, side, fork, join)
                    : v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace,
                                       stream);
     /* dh2_pre and dh1_pre where cuda-v2's weight gradients read them */
@@ -150,7 +138,7 @@ extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t 
             return e;
         return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     }
-    if (!forks_here(stream, side, fork, join)) { /* one stream: dh1_pre, then the three gradients */
+    if (!v2_forks(stream, side, fork, join)) { /* one stream: dh1_pre, then the three gradients */
         if ((e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
                                       V3_WGMMA_TILE_AUTO, stream)) != cudaSuccess)
             return e;

@@ -103,11 +103,12 @@ cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x
  * captured, the call records fork on stream once dh2_pre is queued, runs
  * dW2, db2, dW3, db3 on side after it while dh1_pre, dW1, db1 run on
  * stream, records join on side and makes stream wait for it: the graph
- * forks there and joins before whatever stream runs next. Eager calls
- * (whose cross-stream waits cost more than they save), other batches, or
- * side NULL: v3_fast_backward. side is the caller's to keep: the device
- * work of two calls that share it must not overlap, as for the
- * workspace. */
+ * forks there and joins before whatever stream runs next (v2_forks says
+ * when: not for eager calls, whose cross-stream waits cost more than they
+ * save). Below V2_FAST_MIN_BATCH, v3_backward_forked (which forks cuda-v2's
+ * exact kernels the same way); elsewhere, or with side NULL,
+ * v3_fast_backward. side is the caller's to keep: the device work of two
+ * calls that share it must not overlap, as for the workspace. */
 cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
                                     const float *h1, const float *h2, const float *dout, int batch,
                                     const atk_grads_t *g, int accumulate, float *workspace,

@@ -48,6 +48,7 @@ const atc_kernels_t atc_plugin_kernels = {
             .prepare = v3_prepare,
             .forward = v3_forward_ws,
             .backward = v3_backward,
+            .backward_forked = v3_backward_forked,
         },
     .fast =
         {

@@ -18,7 +18,7 @@
 # AUXTRUNK_GPU_EXTRA=1 (also synccheck and initcheck), AUXTRUNK_GPU_SANITIZE
 # (the plugins to run the sanitizers on, default "v1 v2 v3"),
 # AUXTRUNK_GPU_RACECHECK_CASES (the test cases racecheck runs, default every
-# case the binary lists: "exact fast" for cuda-v2),
+# case the binary lists: "exact graph fast" for cuda-v2),
 # AUXTRUNK_GPU_BATCHES, AUXTRUNK_GPU_BUDGET (the bench's --batches and --budget),
 # AUXTRUNK_GPU_SANITIZE_HOST=0 (skip the sanitizers on the host's own kernels),
 # AUXTRUNK_GPU_TRAIN_BENCH=0 (skip the training throughput table,
