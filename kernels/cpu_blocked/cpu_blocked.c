@@ -112,6 +112,8 @@ struct cpb_trunk {
     float *g3, *g2, *g1, *a3, *a2, *a1;
     float *ad2;         /* dh2_pre of the chunk as A tiles, depth H2: the dh1
                            product's operand */
+    float *ones;        /* one A tile [cr][MR] of 1.0f: its product with a
+                           g panel is the bias sums (bwd_grads_task) */
     float *stack;       /* [levels][set] pending tree nodes */
     scratch_t *scratch; /* one per thread */
     uint32_t *marks;    /* the scratches' `packed` arrays */
@@ -155,6 +157,7 @@ static size_t carve(cpb_trunk_t *t, float *mem, int32_t threads)
     TAKE(t->a2, tile_floats(t, d.h1, t->cr));
     TAKE(t->a1, tile_floats(t, d.enc, t->cr));
     TAKE(t->ad2, tile_floats(t, t->cr, d.h2));
+    TAKE(t->ones, (size_t)t->cr * t->mr);
     TAKE(t->stack, (size_t)t->levels * t->set);
     const int32_t depth = max_i32(max_i32(d.enc, d.h1), max_i32(d.h2, d.aux));
     for (int32_t i = 0; i < threads; i++) {
@@ -200,6 +203,8 @@ cpb_status_t cpb_create(const cpb_config_t *cfg, cpb_trunk_t **out)
     if (!(t->mem = aligned_alloc(ALIGN_FLOATS * sizeof(float), floats * sizeof(float))))
         goto fail_mem;
     carve(t, t->mem, threads);
+    for (size_t i = 0; i < (size_t)t->cr * t->mr; i++)
+        t->ones[i] = 1.0f;
     t->bytes = sizeof *t + (size_t)threads * (sizeof *t->scratch + panels * sizeof *t->marks) +
                floats * sizeof(float);
     if (cpb_pool_create(threads, &t->pool) != 0) {
@@ -750,12 +755,11 @@ static void bwd_grads_task(void *ctx, int32_t task, int32_t thread)
         }
         if (!r.bias)
             continue;
-        float *restrict pb = s->tile;
-        for (int32_t i = 0; i < nr; i++)
-            pb[i] = 0.0f;
-        for (int32_t b = 0; b < c->rows; b++)
-            for (int32_t i = 0; i < nr; i++)
-                pb[i] = pb[i] + panel[(size_t)b * nr + i];
+        /* pb[n] = Σ_b g[b,n] (additions, samples ascending from 0.0f) as a
+         * tile product with A = 1: fmaf(1.0f, g, p) rounds 1·g + p = p + g
+         * once, the addition's own result, in the same order. */
+        const float *pb = s->tile;
+        t->ops->tile(c->rows, t->ones, panel, (size_t)nr, NULL, s->tile, (size_t)nr);
         for (int32_t i = 0; i < cols; i++)
             db[c0 + i] = add ? db[c0 + i] + pb[i] : pb[i];
     }
