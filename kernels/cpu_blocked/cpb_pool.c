@@ -91,8 +91,8 @@ struct cpb_pool {
     int32_t started; /* workers created so far */
     pid_t pid;       /* process that owns the workers */
     int spin;        /* polls before sleeping: SPIN_POLLS or 0 */
-    range_t *ranges;   /* [threads] */
-    count_t *counts;   /* [threads] */
+    range_t *ranges; /* [threads] */
+    count_t *counts; /* [threads] */
     uint64_t expected; /* the caller's: tasks of every phase so far */
     pthread_t *tid;
     worker_t *workers;
