@@ -1402,7 +1402,45 @@ namespace {
 
 /* The canonical tree of the gradients first..last (v2_tree_sum). */
 cudaError_t tree_sum_of(atk_dims_t d, float *partials, int nodes, const atk_grads_t *gr,
-                        int accumulate, int first, int last, cudaStream_t stream);
+                        int accumulate, int first, int last, cudaStream_t stream)
+{
+    if (!partials || !gr || nodes < 1 || first < 0 || first > last || last > 2)
+        return cudaErrorInvalidValue;
+    cudaError_t e;
+    const v2_grad_layout_t L = v2_grad_layout(d);
+    const size_t P = L.off[6];
+    TreeArgs T = {};
+    T.ws = partials;
+    T.stride = P;
+    T.nc = nodes;
+    float *dst[6] = {gr->dw1, gr->db1, gr->dw2, gr->db2, gr->dw3, gr->db3};
+    bool v4 = P % 4 == 0 && aligned16(partials);
+    for (int i = 0; i < 6; i++) { /* the gradients after last end where last does */
+        T.end[i] = (int64_t)L.off[(i < 2 * last + 2 ? i : 2 * last + 1) + 1];
+        T.dst[i] = dst[i];
+        v4 = v4 && L.off[i] % 4 == 0 && aligned16(dst[i]);
+    }
+    T.begin = (int64_t)L.off[2 * first];
+    T.accumulate = accumulate;
+    const size_t n = L.off[2 * last + 2] - L.off[2 * first];
+    const unsigned blocks = (unsigned)(((v4 ? n / 4 : n) + NTHREADS - 1) / NTHREADS);
+    if (nodes > TREE_SPLIT_MIN) { /* first level: blocks of TREE_SPAN nodes, in place */
+        T.span = TREE_SPAN;
+        const dim3 grid(blocks, (unsigned)((nodes + TREE_SPAN - 1) / TREE_SPAN));
+        if ((e = launch_tree<TREE_SPAN_LEVELS, TREE_SPAN_BATCH>(T, grid, v4, stream)) !=
+            cudaSuccess)
+            return e;
+        T.stride = P * TREE_SPAN;
+        T.nc = (nodes + TREE_SPAN - 1) / TREE_SPAN;
+    }
+    T.span = T.nc;
+    /* A tree of at most TREE_SPAN nodes needs only TREE_SPAN_LEVELS stack
+     * levels: the shallow kernel's fewer registers keep more blocks, and
+     * loads, in flight (mid batches: 2 to 16 chunks). */
+    if (T.nc <= TREE_SPAN)
+        return launch_tree<TREE_SPAN_LEVELS, TREE_SPAN_BATCH>(T, blocks, v4, stream);
+    return launch_tree<TREE_LEVELS, TREE_BATCH>(T, blocks, v4, stream);
+}
 
 /* The weight-gradient launch (and tree) of the gradients first..last. */
 cudaError_t grads_of(atk_dims_t d, const float *x, const float *h1, const float *h2,
@@ -1505,19 +1543,15 @@ cudaError_t backward_impl(atk_dims_t d, const atk_params_t *p, const float *x, c
                         true, stream);
     }
     /* Forked: dW2, dW3 (and their tree) need only dh2_pre, so they run on
-     * side beside dh1_pre and dW1; side is joined back whatever fails. */
-    if ((e = cudaEventRecord(fork, stream)) != cudaSuccess ||
-        (e = cudaStreamWaitEvent(side, fork, 0)) != cudaSuccess)
+     * side beside dh1_pre and dW1. */
+    if ((e = v2_fork(stream, side, fork)) != cudaSuccess)
         return e;
     const cudaError_t es = grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate,
                                     vec, 1, 2, false, side);
     if ((e = dh1_launch()) == cudaSuccess)
         e = grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate, vec, 0, 0,
                      true, stream);
-    cudaError_t ej = cudaEventRecord(join, side);
-    if (ej == cudaSuccess)
-        ej = cudaStreamWaitEvent(stream, join, 0);
-    return es != cudaSuccess ? es : e != cudaSuccess ? e : ej;
+    return v2_join(stream, side, join, es, e);
 }
 
 } /* namespace */
@@ -1528,6 +1562,21 @@ extern "C" int v2_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork
     return side && fork && join && side != stream &&
            cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
            cs == cudaStreamCaptureStatusActive;
+}
+
+extern "C" cudaError_t v2_fork(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork)
+{
+    cudaError_t e = cudaEventRecord(fork, stream);
+    return e != cudaSuccess ? e : cudaStreamWaitEvent(side, fork, 0);
+}
+
+extern "C" cudaError_t v2_join(cudaStream_t stream, cudaStream_t side, cudaEvent_t join,
+                               cudaError_t side_error, cudaError_t stream_error)
+{
+    cudaError_t e = cudaEventRecord(join, side);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(stream, join, 0);
+    return side_error != cudaSuccess ? side_error : stream_error != cudaSuccess ? stream_error : e;
 }
 
 extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -1554,48 +1603,3 @@ extern "C" cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, con
 {
     return tree_sum_of(d, partials, nodes, gr, accumulate, 0, 2, stream);
 }
-
-namespace {
-
-cudaError_t tree_sum_of(atk_dims_t d, float *partials, int nodes, const atk_grads_t *gr,
-                        int accumulate, int first, int last, cudaStream_t stream)
-{
-    if (!partials || !gr || nodes < 1 || first < 0 || first > last || last > 2)
-        return cudaErrorInvalidValue;
-    cudaError_t e;
-    const v2_grad_layout_t L = v2_grad_layout(d);
-    const size_t P = L.off[6];
-    TreeArgs T = {};
-    T.ws = partials;
-    T.stride = P;
-    T.nc = nodes;
-    float *dst[6] = {gr->dw1, gr->db1, gr->dw2, gr->db2, gr->dw3, gr->db3};
-    bool v4 = P % 4 == 0 && aligned16(partials);
-    for (int i = 0; i < 6; i++) { /* the gradients after last end where last does */
-        T.end[i] = (int64_t)L.off[(i < 2 * last + 2 ? i : 2 * last + 1) + 1];
-        T.dst[i] = dst[i];
-        v4 = v4 && L.off[i] % 4 == 0 && aligned16(dst[i]);
-    }
-    T.begin = (int64_t)L.off[2 * first];
-    T.accumulate = accumulate;
-    const size_t n = L.off[2 * last + 2] - L.off[2 * first];
-    const unsigned blocks = (unsigned)(((v4 ? n / 4 : n) + NTHREADS - 1) / NTHREADS);
-    if (nodes > TREE_SPLIT_MIN) { /* first level: blocks of TREE_SPAN nodes, in place */
-        T.span = TREE_SPAN;
-        const dim3 grid(blocks, (unsigned)((nodes + TREE_SPAN - 1) / TREE_SPAN));
-        if ((e = launch_tree<TREE_SPAN_LEVELS, TREE_SPAN_BATCH>(T, grid, v4, stream)) !=
-            cudaSuccess)
-            return e;
-        T.stride = P * TREE_SPAN;
-        T.nc = (nodes + TREE_SPAN - 1) / TREE_SPAN;
-    }
-    T.span = T.nc;
-    /* A tree of at most TREE_SPAN nodes needs only TREE_SPAN_LEVELS stack
-     * levels: the shallow kernel's fewer registers keep more blocks, and
-     * loads, in flight (mid batches: 2 to 16 chunks). */
-    if (T.nc <= TREE_SPAN)
-        return launch_tree<TREE_SPAN_LEVELS, TREE_SPAN_BATCH>(T, blocks, v4, stream);
-    return launch_tree<TREE_LEVELS, TREE_BATCH>(T, blocks, v4, stream);
-}
-
-} /* namespace */

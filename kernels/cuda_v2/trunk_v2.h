@@ -132,6 +132,16 @@ cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
  * stream's capture) runs alone. */
 int v2_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
 
+/* The fork and the join of a forked backward. v2_fork records fork on
+ * stream and makes side wait for it: side's next launches run after what
+ * stream holds so far. v2_join records join on side and makes stream wait
+ * for it; it is called once side has waited, whatever failed since, so
+ * that a capture of stream is never left forked, and returns the first
+ * error of side_error, stream_error and its own. */
+cudaError_t v2_fork(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork);
+cudaError_t v2_join(cudaStream_t stream, cudaStream_t side, cudaEvent_t join,
+                    cudaError_t side_error, cudaError_t stream_error);
+
 /* v2_backward, the same bits, with a second stream to fork onto where
  * v2_forks says so: side a non-blocking stream of the current device, fork
  * and join two events made without timing. From B = 257 (the batches whose

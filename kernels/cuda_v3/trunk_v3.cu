@@ -1171,29 +1171,28 @@ extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const flo
     return v2_forward(d, p, x, batch, h1, h2, out, stream);
 }
 
-extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                   const float *h1, const float *h2, const float *dout, int batch,
-                                   const atk_grads_t *g, int accumulate, float *workspace,
-                                   cudaStream_t stream)
-{
-    if (batch <= V3_FUSED_MAX_BATCH)
-        return v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
-    if (batch >= V3_SGEMM_MIN_BATCH &&
-        v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, workspace, batch))
-        return v3_sgemm_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
-    return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
-}
-
 extern "C" cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
                                           const float *h1, const float *h2, const float *dout,
                                           int batch, const atk_grads_t *g, int accumulate,
                                           float *workspace, cudaStream_t stream,
                                           cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
 {
-    if (batch < V3_FORK_MIN_BATCH ||
-        (batch >= V3_SGEMM_MIN_BATCH &&
-         v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, workspace, batch)))
-        return v3_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    if (batch <= V3_FUSED_MAX_BATCH)
+        return v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    if (batch >= V3_SGEMM_MIN_BATCH &&
+        v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, workspace, batch))
+        return v3_sgemm_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+    if (batch < V3_FORK_MIN_BATCH)
+        return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     return v2_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream, side,
                               fork, join);
+}
+
+extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                   const float *h1, const float *h2, const float *dout, int batch,
+                                   const atk_grads_t *g, int accumulate, float *workspace,
+                                   cudaStream_t stream)
+{
+    return v3_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream, NULL,
+                              NULL, NULL);
 }

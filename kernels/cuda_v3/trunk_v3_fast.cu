@@ -132,35 +132,28 @@ extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t 
     if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, V3_WGMMA_TILE_AUTO,
                                   stream)) != cudaSuccess)
         return e;
-    if (!V3_WGMMA_WEIGHT_GRADS) {
-        if ((e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
-                                      V3_WGMMA_TILE_AUTO, stream)) != cudaSuccess)
+    auto dh1 = [&]() {
+        return v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
+                                    V3_WGMMA_TILE_AUTO, stream);
+    };
+    if (!V3_WGMMA_WEIGHT_GRADS || !v2_forks(stream, side, fork, join)) { /* one stream */
+        if ((e = dh1()) != cudaSuccess)
             return e;
-        return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+        return V3_WGMMA_WEIGHT_GRADS
+                   ? v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
+                                           W.partials, 1, stream)
+                   : v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace,
+                                          stream);
     }
-    if (!v2_forks(stream, side, fork, join)) { /* one stream: dh1_pre, then the three gradients */
-        if ((e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
-                                      V3_WGMMA_TILE_AUTO, stream)) != cudaSuccess)
-            return e;
-        return v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
-                                     W.partials, 1, stream);
-    }
-    /* dW2 and dW3 need only dh2_pre: on side, beside dh1_pre and dW1. Once
-     * side has waited for fork, it is joined back whatever fails, so that a
-     * capture of stream is never left forked. */
-    if ((e = cudaEventRecord(fork, stream)) != cudaSuccess ||
-        (e = cudaStreamWaitEvent(side, fork, 0)) != cudaSuccess)
+    /* dW2 and dW3 need only dh2_pre: on side, beside dh1_pre and dW1 */
+    if ((e = v2_fork(stream, side, fork)) != cudaSuccess)
         return e;
     const cudaError_t es = v3_wgmma_weight_grads_of(d, NULL, h1, h2, dout, NULL, W.dh2, batch, g,
                                                     accumulate, W.partials, 1, 2, 0, side);
-    if ((e = v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
-                                  V3_WGMMA_TILE_AUTO, stream)) == cudaSuccess)
+    if ((e = dh1()) == cudaSuccess)
         e = v3_wgmma_weight_grads_of(d, x, NULL, NULL, NULL, W.dh1, NULL, batch, g, accumulate,
                                      W.partials, 0, 0, 1, stream);
-    cudaError_t ej = cudaEventRecord(join, side);
-    if (ej == cudaSuccess)
-        ej = cudaStreamWaitEvent(stream, join, 0);
-    return es != cudaSuccess ? es : e != cudaSuccess ? e : ej;
+    return v2_join(stream, side, join, es, e);
 }
 
 extern "C" cudaError_t v3_fast_backward(atk_dims_t d, const atk_params_t *p, const float *x,
