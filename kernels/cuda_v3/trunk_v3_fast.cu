@@ -102,14 +102,14 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
      * queued before (an optimizer step writing the weights) is complete
      * before any block runs; the next ones stage their weights early */
     const int st = V3_WGMMA_STAGING_BLOCK4;
+    const int widths[3] = {d.h1, d.h2, d.aux}, tile = v3_wgmma_call_tile(batch, widths, 3);
     cudaError_t e;
-    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, st, 0, V3_WGMMA_TILE_AUTO,
-                            stream)) != cudaSuccess ||
-        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, st, 1, V3_WGMMA_TILE_AUTO,
-                            stream)) != cudaSuccess)
+    if ((e = v3_wgmma_layer(x, p->w1, p->b1, h1, batch, d.h1, d.enc, 1, st, 0, tile, stream)) !=
+            cudaSuccess ||
+        (e = v3_wgmma_layer(h1, p->w2, p->b2, h2, batch, d.h2, d.h1, 1, st, 1, tile, stream)) !=
+            cudaSuccess)
         return e;
-    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, st, 1, V3_WGMMA_TILE_AUTO,
-                          stream);
+    return v3_wgmma_layer(h2, p->w3, p->b3, out, batch, d.aux, d.h2, 0, st, 1, tile, stream);
 }
 
 extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t *p,
@@ -127,14 +127,14 @@ extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t 
                                       stream);
     /* dh2_pre and dh1_pre where cuda-v2's weight gradients read them */
     const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    const int widths[2] = {d.h2, d.h1}, tile = v3_wgmma_call_tile(batch, widths, 2);
     cudaError_t e;
     /* an ordinary first launch and a dependent, as in the forward */
-    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, V3_WGMMA_TILE_AUTO,
-                                  stream)) != cudaSuccess)
+    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, tile, stream)) !=
+        cudaSuccess)
         return e;
     auto dh1 = [&]() {
-        return v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1,
-                                    V3_WGMMA_TILE_AUTO, stream);
+        return v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, tile, stream);
     };
     if (!V3_WGMMA_WEIGHT_GRADS || !v2_forks(stream, side, fork, join)) { /* one stream */
         if ((e = dh1()) != cudaSuccess)

@@ -149,16 +149,30 @@ int v3_wgmma_layer_supported(int m, int n, int k);
  * SHORT 64 x 128 (both warpgroups on the same 64 rows, 64 columns each);
  * NARROW 128 x 64 (each warpgroup 64 rows, the 64 columns): short and
  * narrow tiles make twice the blocks of tall ones for one product, narrow
- * ones with half the weight slice per block. V3_WGMMA_TILE_AUTO picks
- * narrow tiles where tall ones would keep at most half of the
- * multiprocessors busy, else tall (on an H200 at the production widths:
- * narrow to B = 4,224; short tiles measured slower than narrow ones and
- * are for comparison). Every shape gives the same bits: each output's k
- * order is the same. */
+ * ones with half the weight slice per block; PAIRED narrow tiles with a
+ * ring of three slabs instead of four (hidden gradients) or six (forward),
+ * 113 KiB a block, so that a block of the next launch fits beside one of
+ * this launch on a multiprocessor and stages its weights while this one
+ * runs. V3_WGMMA_TILE_AUTO picks narrow tiles where tall ones would keep at
+ * most half of the multiprocessors busy, else tall (on an H200 at the
+ * production widths: narrow to B = 4,224; short tiles measured slower than
+ * narrow ones and are for comparison); fast mode picks paired tiles for a
+ * whole call where v3_wgmma_call_tile says so. Every shape gives the same
+ * bits: each output's k order is the same. */
 #define V3_WGMMA_TILE_AUTO 0
 #define V3_WGMMA_TILE_TALL 1
 #define V3_WGMMA_TILE_SHORT 2
 #define V3_WGMMA_TILE_NARROW 3
+#define V3_WGMMA_TILE_PAIRED 4
+
+/* The tile for every layer launch of one call whose products are m x n[i],
+ * i < count, launched one after another as dependents: PAIRED where
+ * V3_WGMMA_TILE_AUTO would give every one of them narrow tiles and at
+ * least one grid would take more than half of the multiprocessors (so that
+ * its dependent's blocks find no idle one; at the production widths on the
+ * H200, B = 2,049 to 4,224), else V3_WGMMA_TILE_AUTO (also before a
+ * successful v3_wgmma_prepare on this device). */
+int v3_wgmma_call_tile(int m, const int *n, int count);
 
 /* c [m, n] = act(a [m, k] · w [k, n] + bias [n]), act = ELU if elu, else
  * the identity; a and c 16-byte aligned; staging one of the variants above.

@@ -84,15 +84,33 @@ constexpr int STAGES = 4;         /* activation ring depth of the hidden gradien
 constexpr int FWD_STAGES = 6;     /* and of the forward layers */
 constexpr int SLAB = BM * BK * 4; /* bytes of one activation slab (= one Wᵀ slab) */
 constexpr int KMAX = 256;         /* widest K whose Wᵀ slice stays resident */
-/* Shared memory of the layer GEMM with TM x TN tiles: the Wᵀ slice (TN
- * columns), the ring of TM-row slabs, its barriers. */
+constexpr int PAIRED_STAGES = 3;  /* activation ring depth of paired narrow tiles */
+/* Whether the ring's mbarriers of a layer block with TM x TN tiles and NS
+ * stages live in the alignment slack: only for paired narrow tiles, which
+ * need the room to fit two blocks on an SM; every other shape keeps them
+ * after the ring, where they have always been. */
+template <int TM, int TN, int NS>
+__host__ __device__ constexpr bool bars_in_slack()
+{
+    return TM == BM && TN == BN_NARROW && NS == PAIRED_STAGES;
+}
+/* Shared memory of the layer GEMM with TM x TN tiles and NS stages: the Wᵀ
+ * slice (TN columns), the ring of TM-row slabs, 1024 bytes of slack for the
+ * 1024-byte alignment, and the ring's mbarriers, after the ring or, for
+ * paired tiles, in the slack (before the aligned base where the slack
+ * there is large enough, else after the ring, where the rest of it is). */
 template <int TM, int TN, int NS>
 constexpr int layer_smem_bytes()
 {
-    return 1024 /* alignment slack */ + KMAX / BK * (TN * BK * 4) + NS * (TM * BK * 4) + NS * 8;
+    static_assert(NS * 8 <= 512, "the mbarriers fit in either part of the slack");
+    return 1024 /* alignment slack */ + KMAX / BK * (TN * BK * 4) + NS * (TM * BK * 4) +
+           (bars_in_slack<TM, TN, NS>() ? 0 : NS * 8);
 }
 constexpr int SMEM_BYTES = layer_smem_bytes<BM, BN, FWD_STAGES>(); /* the largest of the shapes */
 constexpr int SMEM_OPTIN = 227 * 1024; /* the most a block may opt in to on sm_90 */
+/* Two paired narrow blocks share an SM (228 KiB, 1 KiB reserved per block). */
+static_assert(2 * (layer_smem_bytes<BM, BN_NARROW, PAIRED_STAGES>() + 1024) <= 228 * 1024,
+              "two paired narrow blocks fit on an SM");
 static_assert(BN * BK * 4 == SLAB, "a Wᵀ slab and an activation slab have one shape");
 /* The weight gradients' ring: WG_STAGES stages of an A and a B slab. A
  * thread stages WG_ROWS batch rows of one column of each operand per slab. */
@@ -332,7 +350,7 @@ __device__ __forceinline__ void store_column(unsigned char *slab, const float (&
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
-template <int STAGING, int EPI, int TM, int TN>
+template <int STAGING, int EPI, int TM, int TN, int NS>
 __global__ void __launch_bounds__(NT, 1)
     v3_wgmma_layer_kernel(const __grid_constant__ CUtensorMap a, Layer L)
 {
@@ -345,13 +363,16 @@ __global__ void __launch_bounds__(NT, 1)
     constexpr int WT_BYTES = KMAX / BK * WSLAB;
     constexpr int WN = TM == BM ? TN : TN / 2; /* columns of one warpgroup */
     constexpr int NACC = WN / 2;               /* its accumulators per thread */
-    constexpr int NS = ring_stages<EPI>();     /* ring depth */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u; /* the swizzle atoms need 1024-byte alignment */
     unsigned char *const gbase = smem_raw + (base - raw);
-    const unsigned wt = base, ring = base + WT_BYTES, bars = ring + NS * ASLAB;
+    const unsigned wt = base, ring = base + WT_BYTES;
+    /* the mbarriers (layer_smem_bytes) */
+    const unsigned bars = bars_in_slack<TM, TN, NS>() && base - raw >= 8u * NS
+                              ? base - 8u * NS
+                              : ring + NS * ASLAB;
 
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     const int nt = blockIdx.x % L.tiles_n, group = blockIdx.x / L.tiles_n;
@@ -1113,6 +1134,15 @@ int auto_tile(int m, int n, int sms)
     return 2 * tall <= sms ? V3_WGMMA_TILE_NARROW : V3_WGMMA_TILE_TALL;
 }
 
+/* Row-tile groups of the persistent grid (launch_shape): one group of
+ * tiles_n column blocks per tiles_n multiprocessors, at least one, at most
+ * one per row tile. */
+int layer_groups(int tiles_m, int tiles_n, int sms)
+{
+    const int groups = sms / tiles_n;
+    return groups < 1 ? 1 : groups > tiles_m ? tiles_m : groups;
+}
+
 /* The tensor map of a K-major operand a [m, k] (k contiguous: an A operand,
  * or the chain's prepared B): [rows, 32 k] boxes in the 128-byte swizzle,
  * zero fill past m and k. */
@@ -1129,7 +1159,7 @@ bool encode_kmajor_map(CUtensorMap *map, const float *a, int k, int m, int rows)
 
 /* The A operand's tensor map ([m, k], k contiguous, [TM rows, 32 k] boxes)
  * and the persistent grid for L, then one launch of kernel. */
-template <int STAGING, int EPI, int TM, int TN>
+template <int STAGING, int EPI, int TM, int TN, int NS>
 cudaError_t launch_shape(int dev, const float *a, Layer L, cudaStream_t stream)
 {
     CUtensorMap map;
@@ -1137,26 +1167,32 @@ cudaError_t launch_shape(int dev, const float *a, Layer L, cudaStream_t stream)
         return cudaErrorInvalidValue;
     L.tiles_n = (L.n + TN - 1) / TN;
     L.tiles_m = (L.m + TM - 1) / TM;
-    int groups = g_sms[dev] / L.tiles_n;
-    groups = groups < 1 ? 1 : groups > L.tiles_m ? L.tiles_m : groups;
+    const int groups = layer_groups(L.tiles_m, L.tiles_n, g_sms[dev]);
     return v2pdl::launch(
-        v3_wgmma_layer_kernel<STAGING, EPI, TM, TN>, dim3((unsigned)(groups * L.tiles_n)), dim3(NT),
-        layer_smem_bytes<TM, TN, ring_stages<EPI>()>(), stream, L.pdl != 0, map, L);
+        v3_wgmma_layer_kernel<STAGING, EPI, TM, TN, NS>, dim3((unsigned)(groups * L.tiles_n)),
+        dim3(NT), layer_smem_bytes<TM, TN, NS>(), stream, L.pdl != 0, map, L);
 }
 
 /* launch_shape with the tile shape `tile` (V3_WGMMA_TILE_AUTO: auto_tile). */
 template <int STAGING, int EPI>
 cudaError_t launch(int dev, const float *a, Layer L, int tile, cudaStream_t stream)
 {
+    constexpr int NS = ring_stages<EPI>();
     if (tile == V3_WGMMA_TILE_AUTO)
         tile = auto_tile(L.m, L.n, g_sms[dev]);
-    return tile == V3_WGMMA_TILE_SHORT ? launch_shape<STAGING, EPI, BM_SHORT, BN>(dev, a, L, stream)
-           : tile == V3_WGMMA_TILE_NARROW
-               ? launch_shape<STAGING, EPI, BM, BN_NARROW>(dev, a, L, stream)
-               : launch_shape<STAGING, EPI, BM, BN>(dev, a, L, stream);
+    switch (tile) {
+    case V3_WGMMA_TILE_SHORT:
+        return launch_shape<STAGING, EPI, BM_SHORT, BN, NS>(dev, a, L, stream);
+    case V3_WGMMA_TILE_NARROW:
+        return launch_shape<STAGING, EPI, BM, BN_NARROW, NS>(dev, a, L, stream);
+    case V3_WGMMA_TILE_PAIRED:
+        return launch_shape<STAGING, EPI, BM, BN_NARROW, PAIRED_STAGES>(dev, a, L, stream);
+    default:
+        return launch_shape<STAGING, EPI, BM, BN, NS>(dev, a, L, stream);
+    }
 }
 
-bool tile_ok(int tile) { return tile >= V3_WGMMA_TILE_AUTO && tile <= V3_WGMMA_TILE_NARROW; }
+bool tile_ok(int tile) { return tile >= V3_WGMMA_TILE_AUTO && tile <= V3_WGMMA_TILE_PAIRED; }
 
 /* The weight gradients' chunk plan. As cuda-v2's fast mode plans its own:
  * at most min(WG_MAX_BLOCKS / tiles, ceil(batch / 256)) chunks, each a whole
@@ -1296,24 +1332,25 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
     if (dev < 0 || dev >= MAX_DEVICES)
         return cudaSuccess;
     g_ready[dev] = 0;
-    /* every layer kernel: 3 stagings (with their epilogues) x 3 shapes */
-#define V3W_KERNELS(ST, EPI)                                                          \
-    reinterpret_cast<const void *>(v3_wgmma_layer_kernel<ST, EPI, BM, BN>),           \
-        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<ST, EPI, BM_SHORT, BN>), \
-        reinterpret_cast<const void *>(v3_wgmma_layer_kernel<ST, EPI, BM, BN_NARROW>)
-    const void *const kernels[9] = {V3W_KERNELS(V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT),
-                                    V3W_KERNELS(V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT),
-                                    V3W_KERNELS(STAGING_ROWS, EPI_ELU_GRAD)};
-#undef V3W_KERNELS
-    /* per shape, for the forward's ring (the first six kernels) and the
-     * hidden gradients' (the last three) */
+    /* every layer kernel: 3 stagings (with their epilogues) x 4 shapes, each
+     * with its shared memory */
     constexpr int FS = ring_stages<EPI_BIAS_ACT>(), HS = ring_stages<EPI_ELU_GRAD>();
-    const int fwd_smem[3] = {layer_smem_bytes<BM, BN, FS>(), layer_smem_bytes<BM_SHORT, BN, FS>(),
-                             layer_smem_bytes<BM, BN_NARROW, FS>()};
-    const int hid_smem[3] = {layer_smem_bytes<BM, BN, HS>(), layer_smem_bytes<BM_SHORT, BN, HS>(),
-                             layer_smem_bytes<BM, BN_NARROW, HS>()};
+#define V3W_KERNEL(ST, EPI, TM, TN, NS)                                           \
+    {reinterpret_cast<const void *>(v3_wgmma_layer_kernel<ST, EPI, TM, TN, NS>), \
+     layer_smem_bytes<TM, TN, NS>()}
+#define V3W_KERNELS(ST, EPI, NS)                                                              \
+    V3W_KERNEL(ST, EPI, BM, BN, NS), V3W_KERNEL(ST, EPI, BM_SHORT, BN, NS),                   \
+        V3W_KERNEL(ST, EPI, BM, BN_NARROW, NS), V3W_KERNEL(ST, EPI, BM, BN_NARROW, PAIRED_STAGES)
+    const struct {
+        const void *k;
+        int smem;
+    } kernels[12] = {V3W_KERNELS(V3_WGMMA_STAGING_SCALAR, EPI_BIAS_ACT, FS),
+                     V3W_KERNELS(V3_WGMMA_STAGING_BLOCK4, EPI_BIAS_ACT, FS),
+                     V3W_KERNELS(STAGING_ROWS, EPI_ELU_GRAD, HS)};
+#undef V3W_KERNELS
+#undef V3W_KERNEL
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kernels[0]) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, kernels[0].k) != cudaSuccess) {
         (void)cudaGetLastError(); /* no sm_90a image for this device: an answer, not an error */
         return cudaSuccess;
     }
@@ -1324,10 +1361,9 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         return e;
     if (smem_max < SMEM_BYTES || smem_max < CH_SMEM_MAX)
         return cudaSuccess;
-    for (int i = 0; i < 9; i++)
-        if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      i < 6 ? fwd_smem[i % 3] : hid_smem[i % 3])) !=
-            cudaSuccess)
+    for (const auto &kn : kernels)
+        if ((e = cudaFuncSetAttribute(kn.k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kn.smem)) != cudaSuccess)
             return e;
     if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES)) !=
@@ -1373,6 +1409,23 @@ extern "C" int v3_wgmma_available(void) { return ready_device() >= 0; }
 extern "C" int v3_wgmma_layer_supported(int m, int n, int k)
 {
     return m > 0 && n > 0 && k > 0 && n % 4 == 0 && k % 4 == 0 && k <= KMAX;
+}
+
+extern "C" int v3_wgmma_call_tile(int m, const int *n, int count)
+{
+    const int dev = ready_device();
+    if (dev < 0 || m <= 0 || !n || count <= 0)
+        return V3_WGMMA_TILE_AUTO;
+    const int sms = g_sms[dev], tiles_m = (m + BM - 1) / BM;
+    int most = 0; /* blocks of the largest grid */
+    for (int i = 0; i < count; i++) {
+        if (n[i] <= 0 || auto_tile(m, n[i], sms) != V3_WGMMA_TILE_NARROW)
+            return V3_WGMMA_TILE_AUTO;
+        const int tiles_n = (n[i] + BN_NARROW - 1) / BN_NARROW;
+        const int blocks = layer_groups(tiles_m, tiles_n, sms) * tiles_n;
+        most = blocks > most ? blocks : most;
+    }
+    return 2 * most > sms ? V3_WGMMA_TILE_PAIRED : V3_WGMMA_TILE_AUTO;
 }
 
 extern "C" cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, float *c,

@@ -23,7 +23,7 @@
  * (the weight gradients' domain).
  *
  *   auxtrunk-bench-v3-fast [--batches 1024,4096,16384,65536] [--iters 50]
- *                          [--tile auto|tall|short|narrow]
+ *                          [--tile auto|tall|short|narrow|paired]
  *
  * --tile: the tile shape of the wgmma layer and hidden-gradient columns
  * (auto, the default: as fast mode picks it, V3_WGMMA_TILE_AUTO); the v3
@@ -108,7 +108,7 @@ double max_rel_diff(const float *dx, const float *dy, size_t n)
 int main(int argc, char **argv)
 {
     std::vector<int> batches = {1024, 4096, 16384, 65536};
-    static const char *const tile_names[] = {"auto", "tall", "short", "narrow"};
+    static const char *const tile_names[] = {"auto", "tall", "short", "narrow", "paired"};
     int iters = 50, tile = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
@@ -119,10 +119,11 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--tile") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
-            for (int t = V3_WGMMA_TILE_AUTO; t <= V3_WGMMA_TILE_NARROW; t++)
+            for (int t = V3_WGMMA_TILE_AUTO; t <= V3_WGMMA_TILE_PAIRED; t++)
                 tile = strcmp(v, tile_names[t]) == 0 ? t : tile;
             if (tile < 0) {
-                fprintf(stderr, "%s: --tile takes auto, tall, short or narrow\n", argv[0]);
+                fprintf(stderr, "%s: --tile takes auto, tall, short, narrow or paired\n",
+                        argv[0]);
                 return 2;
             }
         } else {
@@ -130,7 +131,7 @@ int main(int argc, char **argv)
             fprintf(
                 help ? stdout : stderr,
                 "usage: %s [--batches 1024,4096,16384,65536] [--iters 50]\n"
-                "          [--tile auto|tall|short|narrow]\n"
+                "          [--tile auto|tall|short|narrow|paired]\n"
                 "  --tile  tile shape of the wgmma layer columns (auto: as fast mode picks it)\n",
                 argv[0]);
             return help ? 0 : 2;

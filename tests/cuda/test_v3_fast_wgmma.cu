@@ -13,8 +13,8 @@
  *     inputs of magnitude 1 and of 1e3 (large inputs: the ELU saturates and
  *     the linear part dominates; the error measure is scale-free);
  *   - both staging variants of the weights (V3_WGMMA_STAGING_*), each with
- *     every tile shape (V3_WGMMA_TILE_TALL, _SHORT, _NARROW): all six give
- *     the same bits;
+ *     every tile shape (V3_WGMMA_TILE_TALL, _SHORT, _NARROW, _PAIRED): all
+ *     eight give the same bits;
  *   - the hidden gradient c = (d · wᵀ) ⊙ ELU'(y) (v3_wgmma_hidden_grad) the
  *     same way, y an ELU record (ELU of pre-activations of either sign), for
  *     the trunk's dh2_pre (k 128) and dh1_pre (k 256) shapes and shapes with
@@ -150,8 +150,9 @@ static std::vector<float> two_calls(F call, float *dc, size_t nc,
 }
 
 /* The tile shapes every case runs with (V3_WGMMA_TILE_AUTO picks one). */
-static const int k_tiles[3] = {V3_WGMMA_TILE_TALL, V3_WGMMA_TILE_SHORT, V3_WGMMA_TILE_NARROW};
-static const char *const k_tile_names[4] = {"auto", "tall", "short", "narrow"};
+static const int k_tiles[4] = {V3_WGMMA_TILE_TALL, V3_WGMMA_TILE_SHORT, V3_WGMMA_TILE_NARROW,
+                               V3_WGMMA_TILE_PAIRED};
+static const char *const k_tile_names[5] = {"auto", "tall", "short", "narrow", "paired"};
 
 /* Counts the elements of got whose bits differ from first's (the first
  * variant's result), or keeps got as first when first is empty. */
@@ -283,8 +284,9 @@ static double run_hidden_grad(const layer_case_t &c, float scale, float zscale, 
     }
     const double rel = worst / (scale_ref > 0 ? scale_ref : 1.0);
     printf("  wgmma hidden grad m %5d n %3d k %3d, d ±%g, z ±%g: error %.2e (at %zu, limit %.0e); "
-           "3 tile shapes, same bits\n",
-           c.m, c.n, c.k, (double)scale, (double)zscale, rel, at, LAYER_TOL);
+           "%zu tile shapes, same bits\n",
+           c.m, c.n, c.k, (double)scale, (double)zscale, rel, at, LAYER_TOL,
+           sizeof k_tiles / sizeof k_tiles[0]);
     fflush(stdout);
     ck_assert_msg(rel <= LAYER_TOL, "%s: error %.3g > %.0e", what, rel, LAYER_TOL);
     cudaFree(dd), cudaFree(dw), cudaFree(dy), cudaFree(dc);
@@ -804,6 +806,42 @@ static void run_forked_backward(atk_dims_t d, int B, tst_rng_t *r)
     cudaFree(dg), cudaFree(ws);
 }
 
+/* Fast mode's tile for a whole call (v3_wgmma_call_tile): paired only
+ * where every launch would be narrow and some grid takes more than half of
+ * the multiprocessors; on the H200's 132, from B = 2,049 to 4,224 at the
+ * production widths. */
+START_TEST(call_tile_follows_its_rule)
+{
+    prepare_or_fail();
+    if (!v3_wgmma_available()) {
+        printf("  no sm_90a device: no tile is picked here\n");
+        return;
+    }
+    int dev = 0, sms = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int fwd[3] = {256, 256, 128}, bwd[2] = {256, 256};
+    /* one row tile: 4 narrow blocks, never more than half of a GPU's SMs */
+    ck_assert_int_eq(v3_wgmma_call_tile(1, fwd, 3), V3_WGMMA_TILE_AUTO);
+    /* tall tiles: more than half of the SMs busy with tall tiles already */
+    ck_assert_int_eq(v3_wgmma_call_tile(128 * sms, fwd, 3), V3_WGMMA_TILE_AUTO);
+    ck_assert_int_eq(v3_wgmma_call_tile(0, fwd, 3), V3_WGMMA_TILE_AUTO);
+    ck_assert_int_eq(v3_wgmma_call_tile(64, fwd, 0), V3_WGMMA_TILE_AUTO);
+    ck_assert_int_eq(v3_wgmma_call_tile(64, NULL, 3), V3_WGMMA_TILE_AUTO);
+    if (sms == 132) {
+        static const int at[][2] = {{1024, V3_WGMMA_TILE_AUTO},   {2048, V3_WGMMA_TILE_AUTO},
+                                    {2049, V3_WGMMA_TILE_PAIRED}, {3000, V3_WGMMA_TILE_PAIRED},
+                                    {4096, V3_WGMMA_TILE_PAIRED}, {4224, V3_WGMMA_TILE_PAIRED},
+                                    {4225, V3_WGMMA_TILE_AUTO},   {8192, V3_WGMMA_TILE_AUTO}};
+        for (const auto &a : at) {
+            ck_assert_msg(v3_wgmma_call_tile(a[0], fwd, 3) == a[1], "forward at B %d", a[0]);
+            ck_assert_msg(v3_wgmma_call_tile(a[0], bwd, 2) == a[1], "backward at B %d", a[0]);
+        }
+        printf("  call tile: paired from B = 2,049 to 4,224 on %d SMs, as documented\n", sms);
+    }
+}
+END_TEST
+
 START_TEST(forked_backward_matches_one_stream)
 {
     prepare_or_fail();
@@ -854,7 +892,8 @@ START_TEST(outside_the_domain_is_refused)
                                     V3_WGMMA_STAGING_BLOCK4, 0, V3_WGMMA_TILE_AUTO, 0),
                      cudaErrorInvalidValue);
     /* an unknown tile shape */
-    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 1, 0, 4, 0),
+    ck_assert_int_eq(v3_wgmma_layer(buf, w, b, buf + 4096, 16, 256, 256, 1, 1, 0,
+                                    V3_WGMMA_TILE_PAIRED + 1, 0),
                      cudaErrorInvalidValue);
     ck_assert_int_eq(v3_wgmma_hidden_grad(buf, w, buf + 8192, buf + 4096, 16, 256, 256, 0, -1, 0),
                      cudaErrorInvalidValue);
@@ -996,6 +1035,7 @@ int main(void)
     tcase_add_test(tc, hidden_grad_matches_double_reference);
     tcase_add_test(tc, weight_grads_match_double_reference);
     tcase_add_test(tc, chain_matches_layer_launches);
+    tcase_add_test(tc, call_tile_follows_its_rule);
     tcase_add_test(tc, forked_backward_matches_one_stream);
     tcase_add_test(tc, outside_the_domain_is_refused);
     suite_add_tcase(s, tc);
