@@ -82,6 +82,10 @@ extern "C" {
 #define V3_FAST_TOL 1e-2
 /* Smallest batch whose step runs on the Hopper layer GEMM. */
 #define V3_WGMMA_MIN_BATCH 1024
+/* Smallest batch whose weight gradients run on the kernel fed by the copy
+ * engine (v3_wgmma_weight_grads below; docs/perf-notes-v3-fast.md, "The
+ * weight gradients fed by the copy engine"). */
+#define V3_WGMMA_WGRAD_TMA_MIN_BATCH 2049
 
 size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch);
 
@@ -202,8 +206,12 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
  * chunks writes one partial of all P = AUXTRUNK_PARAM_COUNT parameters per
  * chunk (the ABI's flat layout, W1 b1 W2 b2 W3 b3) into partials; a second
  * launch sums them in chunk order. Both operands are transposed into K-major
- * shared memory on the way (4-byte loads, rounded to nearest); the bias sums
- * are fp32 sums of the unrounded g. Deterministic (no atomics, an order fixed
+ * shared memory on the way (rounded to nearest): below
+ * V3_WGMMA_WGRAD_TMA_MIN_BATCH each thread loads its column's rows with
+ * 4-byte loads, two blocks per SM; from it the rows arrive by TMA as
+ * row-major boxes four slabs ahead, one block per SM (the same k order, so
+ * a chunk plan gives the same bits either way). The bias sums are fp32 sums
+ * of the unrounded g. Deterministic (no atomics, an order fixed
  * by the widths and the batch). Domain: every width a multiple of 4, batch >=
  * 1, every pointer 16-byte aligned and non-null; one pair of launches on
  * stream, cudaErrorInvalidValue (nothing launched) outside it or before a
@@ -212,7 +220,9 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
  * partials holds v3_wgmma_weight_grads_floats(d, batch) floats: one P per
  * chunk of the largest plan of any batch up to this one, at most
  * 264 / tiles · P (tiles: the 128 x 128 tiles of the three weights, 10 for
- * the production topology, so at most 26 · P; chunks of 256 rows, or of
+ * the production topology, so at most 26 · P; from
+ * V3_WGMMA_WGRAD_TMA_MIN_BATCH the plan takes at most 132 / tiles chunks,
+ * 13 for the production topology; chunks of 256 rows, or of
  * about 32 rows where the 256-row plan would launch at most 44 blocks, that
  * is to B = 1,024 for the production topology, so 26 · P from B = 832 on),
  * never fewer for a larger batch; 0 outside the domain. */

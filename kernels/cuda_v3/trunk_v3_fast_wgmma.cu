@@ -5,8 +5,9 @@
  * wgmma (sm_90a), the activations (or d) streamed into shared memory by the
  * bulk tensor copy engine (TMA) on mbarriers; and the backward's weight and
  * bias gradients on the same wgmma (v3_wgmma_wgrad_kernel, described there:
- * their operands are transposed on the way into shared memory, so ordinary
- * loads instead of TMA). Built for sm_90a only
+ * their operands are transposed on the way into shared memory, by ordinary
+ * loads; from V3_WGMMA_WGRAD_TMA_MIN_BATCH v3_wgmma_wgrad_tma_kernel, the
+ * same transposes from row-major boxes that TMA brings in). Built for sm_90a only
  * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernels have no
  * image and v3_wgmma_available() answers 0. Fast mode calls them from
  * V3_WGMMA_MIN_BATCH (trunk_v3_fast.h, docs/perf-notes-v3-fast.md); their
@@ -516,6 +517,65 @@ struct WGrads {
     int batch, chunk_len;
 };
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* One slab of a weight-gradient block (both kernels below), once it is
+ * stored K-major at byte offset stage of the ring at base: warpgroup wg's
+ * four m64n128k8 for its 64 rows, then the wait for its previous slab's;
+ * returns the next slab's stage. */
+__device__ __forceinline__ int wgrad_slab_mma(float (&acc)[64], unsigned base, int stage, int wg)
+{
+    wgmma_fence();
+    const unsigned sa = base + stage + wg * (SLAB / 2), sb = base + stage + SLAB;
+#pragma unroll
+    for (int j = 0; j < BK / KSTEP; j++)
+        wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
+    wgmma_commit();
+    wgmma_wait_one();
+    return stage == (WG_STAGES - 1) * 2 * SLAB ? 0 : stage + 2 * SLAB;
+}
+
+/* The end of a weight-gradient block (both kernels below): its tile of the
+ * chunk's partial from the final accumulators, and, for the blocks of the
+ * first row tile (bias), the column sums of g: each thread's dbs over its
+ * rows, then the row groups in order. scratch is the block's shared memory,
+ * which every wgmma of the block is done reading once it is called. */
+__device__ __forceinline__ void wgrad_epilogue(const WGrads &G, const WGrad &Q,
+                                               const float (&acc)[64], float dbs,
+                                               unsigned char *scratch, int m0, int n0, bool bias)
+{
+    const int tid = threadIdx.x, g = tid & 31, wg = tid >> 7;
+    float *const part = G.partials + (size_t)blockIdx.y * G.stride;
+    const int rw = wg * 64 + ((tid >> 5) & 3) * 16 + (g >> 2), cq = 2 * (g & 3);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = m0 + rw + 8 * h;
+        if (row >= Q.m)
+            continue;
+        float *dst = part + Q.dw_off + (size_t)row * Q.n + n0 + cq;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            if (n0 + 8 * j + cq >= Q.n) /* n is a multiple of 4: pairs are whole */
+                break;
+            *reinterpret_cast<float2 *>(dst + 8 * j) =
+                make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
+    }
+    if (bias) {
+        __syncthreads(); /* every wgmma of the block has read the ring */
+        float *const red = reinterpret_cast<float *>(scratch); /* [NT / BM groups][BN columns] */
+        red[tid] = dbs;
+        __syncthreads();
+        if (tid < BN && n0 + tid < Q.n) {
+            float v = red[tid];
+#pragma unroll
+            for (int w = 1; w < NT / BM; w++)
+                v += red[w * BN + tid];
+            part[Q.db_off + n0 + tid] = v;
+        }
+    }
+}
+#endif
+
 /* Block (tile, chunk): one 128 x 128 tile of one gradient over the batch
  * rows of one chunk, into that chunk's partial. Thread t owns column t mod
  * 128 of the tile (of both operands: a's m, g's n) and WG_ROWS batch rows,
@@ -543,7 +603,7 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
     const int b_end = min(G.batch, b_begin + G.chunk_len);
     const int slabs = (b_end - b_begin + BK - 1) / BK;
 
-    const int tid = threadIdx.x, g = tid & 31, wg = tid >> 7;
+    const int tid = threadIdx.x, wg = tid >> 7;
     const int col = tid & (BM - 1), k0 = WG_ROWS * (tid / BM);
     v2pdl::pdl_wait(); /* the hidden gradients are complete (when launched as a dependent) */
     v2pdl::pdl_trigger();
@@ -570,49 +630,120 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
             load_column(va, Q.a, Q.m, m0 + col, b, b_end);
             load_column(vg, Q.g, Q.n, n0 + col, b, b_end);
         }
-        wgmma_fence();
-        const unsigned sa = base + stage + wg * (SLAB / 2), sb = base + stage + SLAB;
-#pragma unroll
-        for (int j = 0; j < BK / KSTEP; j++)
-            wgmma_m64n128k8(acc, desc_sw128(sa + 32 * j), desc_sw128(sb + 32 * j));
-        wgmma_commit();
-        wgmma_wait_one();
-        stage = stage == (WG_STAGES - 1) * 2 * SLAB ? 0 : stage + 2 * SLAB;
+        stage = wgrad_slab_mma(acc, base, stage, wg);
     }
     wgmma_wait_all();
-
-    float *const part = G.partials + (size_t)blockIdx.y * G.stride;
-    const int rw = wg * 64 + ((tid >> 5) & 3) * 16 + (g >> 2), cq = 2 * (g & 3);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int row = m0 + rw + 8 * h;
-        if (row >= Q.m)
-            continue;
-        float *dst = part + Q.dw_off + (size_t)row * Q.n + n0 + cq;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            if (n0 + 8 * j + cq >= Q.n) /* n is a multiple of 4: pairs are whole */
-                break;
-            *reinterpret_cast<float2 *>(dst + 8 * j) =
-                make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-        }
-    }
-
-    if (mt == 0) {       /* the bias sums: per thread over its rows, then the row groups in order */
-        __syncthreads(); /* every wgmma of the block has read the ring */
-        float *const red = reinterpret_cast<float *>(gbase); /* [NT / BM groups][BN columns] */
-        red[tid] = dbs;
-        __syncthreads();
-        if (tid < BN && n0 + tid < Q.n) {
-            float v = red[tid];
-#pragma unroll
-            for (int w = 1; w < NT / BM; w++)
-                v += red[w * BN + tid];
-            part[Q.db_off + n0 + tid] = v;
-        }
-    }
+    wgrad_epilogue(G, Q, acc, dbs, gbase, m0, n0, mt == 0);
 #else
     (void)G;
+#endif
+}
+
+/* The weight gradients fed by the copy engine (v3_wgmma_wgrad_tma_kernel):
+ * the same blocks, k order and bits as v3_wgmma_wgrad_kernel, but each
+ * block's operands arrive as row-major boxes of WT_HALF batch rows x 128
+ * columns (a's m, g's n), both in one raw stage on one mbarrier, WT_NR
+ * stages (WT_NR / 2 slabs) ahead of the transposes; a thread then reads its
+ * column's WT_HALF rows of the raw stage (4-byte loads, a warp's 32
+ * consecutive words in 32 banks) instead of from device memory. One block
+ * per SM (the ring takes most of its shared memory), so the chunk plan
+ * aims at WT_MAX_BLOCKS blocks. */
+constexpr int WT_HALF = WG_ROWS;                /* batch rows of one raw stage: a thread's rows */
+constexpr int WT_RAW = 2 * WT_HALF * BM * 4;    /* bytes of a raw stage: a box of each operand */
+constexpr int WT_NR = 8;                        /* raw stages */
+constexpr int WT_MAX_BLOCKS = 132;              /* tiles x chunks: one block per SM */
+constexpr int WT_SMEM_BYTES = 1024 /* alignment slack */ + WG_STAGES * 2 * SLAB + WT_NR * WT_RAW +
+                              8 * WT_NR;
+static_assert(BK == 2 * WT_HALF, "a slab is two raw stages, one per warpgroup");
+static_assert(WT_SMEM_BYTES <= SMEM_OPTIN, "the raw ring fits in a block's shared memory");
+
+/* The row-major tensor maps of the grouped launch's operands ([B, m] and
+ * [B, n]: [WT_HALF rows, 128 columns] boxes, zero fill past the batch and
+ * the width), per gradient (unused for the gradients it does not compute). */
+struct WGradMaps {
+    CUtensorMap a[3];
+    CUtensorMap g[3];
+};
+
+__global__ void __launch_bounds__(NT, 1)
+    v3_wgmma_wgrad_tma_kernel(const __grid_constant__ WGrads G, const __grid_constant__ WGradMaps M)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const unsigned raw = smem_u32(smem_raw);
+    const unsigned base = (raw + 1023u) & ~1023u;
+    unsigned char *const gbase = smem_raw + (base - raw);
+    constexpr int KRING = WG_STAGES * 2 * SLAB; /* the K-major ring, then the raw stages */
+    const unsigned rawb = base + KRING, bars = rawb + WT_NR * WT_RAW;
+
+    const int t = blockIdx.x;
+    const int qi = t >= G.q[2].tile0 ? 2 : t >= G.q[1].tile0 ? 1 : 0;
+    const WGrad &Q = G.q[qi];
+    const int mt = (t - Q.tile0) / Q.tiles_n, nt = (t - Q.tile0) % Q.tiles_n;
+    const int m0 = mt * BM, n0 = nt * BN;
+    const int b_begin = blockIdx.y * G.chunk_len;
+    const int b_end = min(G.batch, b_begin + G.chunk_len);
+    const int slabs = (b_end - b_begin + BK - 1) / BK, halves = 2 * slabs;
+    const CUtensorMap *const am = &M.a[qi], *const gm = &M.g[qi];
+
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int col = tid & (BM - 1), h = tid / BM; /* rows WT_HALF h … of each slab */
+    /* raw stage j: batch rows b_begin + WT_HALF j …, stage j mod WT_NR. A
+     * chunk ends on a slab unless the batch ends there, and the boxes past
+     * the batch are zero-filled, so every stage is whole. */
+    auto issue = [&](int j) {
+        const int s = j % WT_NR;
+        const unsigned dst = rawb + s * WT_RAW, bar = bars + 8 * s;
+        mbar_expect_tx(bar, WT_RAW);
+        tma_load_2d(dst, am, m0, b_begin + j * WT_HALF, bar);
+        tma_load_2d(dst + WT_RAW / 2, gm, n0, b_begin + j * WT_HALF, bar);
+    };
+    if (tid == 0) {
+        for (int s = 0; s < WT_NR; s++)
+            mbar_init(bars + 8 * s, 1);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    v2pdl::pdl_wait(); /* the hidden gradients are complete (when launched as a dependent) */
+    v2pdl::pdl_trigger();
+    if (tid == 0)
+        for (int j = 0; j < WT_NR && j < halves; j++)
+            issue(j);
+    __syncthreads(); /* the mbarriers are initialised */
+
+    float dbs = 0.0f; /* this thread's share of its column's sum of g */
+    float acc[64];
+#pragma unroll
+    for (int r = 0; r < 64; r++)
+        acc[r] = 0.0f;
+    int stage = 0;
+    for (int s = 0; s < slabs; s++) {
+        const int j = 2 * s + h, rs = j % WT_NR;
+        mbar_wait(bars + 8 * rs, (unsigned)(j / WT_NR) & 1u);
+        const float *const ra = reinterpret_cast<const float *>(gbase + KRING + rs * WT_RAW);
+        const float *const rg = ra + WT_HALF * BM;
+        float va[WT_HALF], vg[WT_HALF];
+#pragma unroll
+        for (int e = 0; e < WT_HALF; e++)
+            va[e] = ra[e * BM + col], vg[e] = rg[e * BM + col];
+        store_column(gbase + stage, va, col, WT_HALF * h);
+        store_column(gbase + stage + SLAB, vg, col, WT_HALF * h);
+#pragma unroll
+        for (int e = 0; e < WT_HALF; e++)
+            dbs += vg[e];
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
+        __syncthreads(); /* the slab is stored; both raw stages are read */
+        if (tid == 0) {
+            if (2 * s + WT_NR < halves)
+                issue(2 * s + WT_NR);
+            if (2 * s + 1 + WT_NR < halves)
+                issue(2 * s + 1 + WT_NR);
+        }
+        stage = wgrad_slab_mma(acc, base, stage, wg);
+    }
+    wgmma_wait_all();
+    wgrad_epilogue(G, Q, acc, dbs, gbase, m0, n0, mt == 0);
+#else
+    (void)G, (void)M;
 #endif
 }
 
@@ -1157,6 +1288,20 @@ bool encode_kmajor_map(CUtensorMap *map, const float *a, int k, int m, int rows)
                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* The tensor map of a row-major operand t [rows, width] of the weight
+ * gradients (v3_wgmma_wgrad_tma_kernel): [WT_HALF rows, 128 columns] boxes,
+ * no swizzle, zero fill past the rows and the width. */
+bool encode_rows_map(CUtensorMap *map, const float *t, int width, int rows)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)width, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)width * sizeof(float)};
+    const cuuint32_t box[2] = {BM, WT_HALF}, estr[2] = {1, 1};
+    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(t), dims, strides,
+                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /* The A operand's tensor map ([m, k], k contiguous, [TM rows, 32 k] boxes)
  * and the persistent grid for L, then one launch of kernel. */
 template <int STAGING, int EPI, int TM, int TN, int NS>
@@ -1195,9 +1340,11 @@ cudaError_t launch(int dev, const float *a, Layer L, int tile, cudaStream_t stre
 bool tile_ok(int tile) { return tile >= V3_WGMMA_TILE_AUTO && tile <= V3_WGMMA_TILE_PAIRED; }
 
 /* The weight gradients' chunk plan. As cuda-v2's fast mode plans its own:
- * at most min(WG_MAX_BLOCKS / tiles, ceil(batch / 256)) chunks, each a whole
- * number of 32-row slabs; but where that plan's grid (tiles x chunks) would
- * hold at most a third of WG_MAX_BLOCKS blocks (B <= 2,048 for the
+ * at most min(most / tiles, ceil(batch / 256)) chunks, each a whole number
+ * of 32-row slabs, most being one wave of the batch's kernel (WG_MAX_BLOCKS,
+ * two blocks per SM, or from V3_WGMMA_WGRAD_TMA_MIN_BATCH WT_MAX_BLOCKS, one
+ * per SM: 13 chunks of the production topology's 10 tiles); but where that
+ * plan's grid (tiles x chunks) would hold at most a third of most blocks (B <= 2,048 for the
  * production topology), chunks of about 32 rows instead, up to the same cap
  * (16 chunks of 64 rows at B = 1,024, 22 of 96 at 2,048): the grid there is
  * too small to hide a block's chain of slabs (docs/perf-notes-v3-fast.md,
@@ -1210,35 +1357,49 @@ int wgrad_tiles(atk_dims_t d)
     return tiles(d.enc, d.h1) + tiles(d.h1, d.h2) + tiles(d.h2, d.aux);
 }
 
-int wgrad_cap(atk_dims_t d)
+/* Whether the weight gradients of this batch run v3_wgmma_wgrad_tma_kernel
+ * (one block per SM) rather than v3_wgmma_wgrad_kernel (two). */
+bool wgrad_tma(int batch) { return batch >= V3_WGMMA_WGRAD_TMA_MIN_BATCH; }
+
+/* The most blocks the plan of this batch aims at: one wave of its kernel. */
+int wgrad_max_blocks(int batch) { return wgrad_tma(batch) ? WT_MAX_BLOCKS : WG_MAX_BLOCKS; }
+
+int wgrad_cap(atk_dims_t d, int most)
 {
-    return WG_MAX_BLOCKS / wgrad_tiles(d) > 1 ? WG_MAX_BLOCKS / wgrad_tiles(d) : 1;
+    return most / wgrad_tiles(d) > 1 ? most / wgrad_tiles(d) : 1;
 }
 
 /* The largest batch planned with short chunks (0: none). */
-int wgrad_short_max_batch(atk_dims_t d) { return WG_MAX_BLOCKS / 3 / wgrad_tiles(d) * 256; }
+int wgrad_short_max_batch(atk_dims_t d, int most) { return most / 3 / wgrad_tiles(d) * 256; }
 
-/* The chunks the plan aims at for this batch (nc <= it). */
-int wgrad_chunk_want(atk_dims_t d, int batch)
+/* The chunks the plan aims at for this batch (nc <= it), for a grid of at
+ * most `most` blocks. */
+int wgrad_chunk_want(atk_dims_t d, int batch, int most)
 {
-    const int rows = batch <= wgrad_short_max_batch(d) ? BK : 256;
-    const int want = (batch + rows - 1) / rows, cap = wgrad_cap(d);
+    const int rows = batch <= wgrad_short_max_batch(d, most) ? BK : 256;
+    const int want = (batch + rows - 1) / rows, cap = wgrad_cap(d, most);
     return want < cap ? want : cap;
 }
 
-/* >= nc for every batch up to this one (the workspace's partials): the
+/* >= nc for every batch up to this one (the workspace's partials): each
  * plan is monotone within each regime, so its largest value is at the
- * batch itself or at the last short-chunk batch. */
+ * batch itself or at the last short-chunk batch; the larger of the two
+ * plans' bounds. */
 int wgrad_chunk_bound(atk_dims_t d, int batch)
 {
-    const int at = wgrad_chunk_want(d, batch), bt = wgrad_short_max_batch(d);
-    const int at_short = bt > 0 && batch > bt ? wgrad_chunk_want(d, bt) : 0;
-    return at > at_short ? at : at_short;
+    int most = 0;
+    for (int m : {WG_MAX_BLOCKS, WT_MAX_BLOCKS}) {
+        const int at = wgrad_chunk_want(d, batch, m), bt = wgrad_short_max_batch(d, m);
+        const int at_short = bt > 0 && batch > bt ? wgrad_chunk_want(d, bt, m) : 0;
+        most = at > most ? at : most;
+        most = at_short > most ? at_short : most;
+    }
+    return most;
 }
 
 void wgrad_chunks(atk_dims_t d, int batch, int &nc, int &len)
 {
-    const int want = wgrad_chunk_want(d, batch);
+    const int want = wgrad_chunk_want(d, batch, wgrad_max_blocks(batch));
     len = ((batch + want - 1) / want + BK - 1) / BK * BK;
     nc = (batch + len - 1) / len;
 }
@@ -1368,6 +1529,9 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
     if ((e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM_BYTES)) !=
             cudaSuccess ||
+        (e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_tma_kernel),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, WT_SMEM_BYTES)) !=
+            cudaSuccess ||
         (e = cudaFuncSetAttribute(
              reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_BIAS_ACT, 64>),
              cudaFuncAttributeMaxDynamicSharedMemorySize, ChainShape<64>::smem)) != cudaSuccess ||
@@ -1487,12 +1651,12 @@ extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, co
 
     /* the plan of all three, whichever are computed: each gradient's chunks,
      * hence its bits, are the same in one launch and in two */
-    int nc, len;
-    wgrad_chunks(d, batch, nc, len);
     const size_t off[7] = {AUXTRUNK_W1_OFFSET(&d),  AUXTRUNK_B1_OFFSET(&d), AUXTRUNK_W2_OFFSET(&d),
                            AUXTRUNK_B2_OFFSET(&d),  AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
                            AUXTRUNK_PARAM_COUNT(&d)};
     const int ms[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};
+    int nc, len;
+    wgrad_chunks(d, batch, nc, len);
     WGrads G = {};
     int tiles = 0;
     for (int q = 0; q < 3; q++) {
@@ -1507,8 +1671,19 @@ extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, co
     }
     G.partials = partials, G.stride = off[6], G.batch = batch, G.chunk_len = len;
     cudaError_t e;
-    if ((e = v2pdl::launch(v3_wgmma_wgrad_kernel, dim3((unsigned)tiles, (unsigned)nc), dim3(NT),
-                           WG_SMEM_BYTES, stream, pdl != 0, G)) != cudaSuccess)
+    if (wgrad_tma(batch)) {
+        WGradMaps M = {};
+        for (int q = first; q <= last; q++)
+            if (!encode_rows_map(&M.a[q], acts[q], ms[q], batch) ||
+                !encode_rows_map(&M.g[q], grads[q], ns[q], batch))
+                return cudaErrorInvalidValue;
+        e = v2pdl::launch(v3_wgmma_wgrad_tma_kernel, dim3((unsigned)tiles, (unsigned)nc), dim3(NT),
+                          WT_SMEM_BYTES, stream, pdl != 0, G, M);
+    } else {
+        e = v2pdl::launch(v3_wgmma_wgrad_kernel, dim3((unsigned)tiles, (unsigned)nc), dim3(NT),
+                          WG_SMEM_BYTES, stream, pdl != 0, G);
+    }
+    if (e != cudaSuccess)
         return e;
 
     WSum R = {};
