@@ -86,6 +86,10 @@ extern "C" {
  * engine (v3_wgmma_weight_grads below; docs/perf-notes-v3-fast.md, "The
  * weight gradients fed by the copy engine"). */
 #define V3_WGMMA_WGRAD_TMA_MIN_BATCH 2049
+/* Smallest batch whose weight gradients run on wide tiles (128 rows x 256
+ * columns; docs/perf-notes-v3-fast.md, "Wide tiles for the weight
+ * gradients"). */
+#define V3_WGMMA_WGRAD_WIDE_MIN_BATCH 49152
 
 size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch);
 
@@ -202,16 +206,20 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
 /* The weight and bias gradients on the same tensor cores, in two launches:
  *     dW1 = xᵀ · dh1, dW2 = h1ᵀ · dh2, dW3 = h2ᵀ · dout, db = column sums,
  * (dh1, dh2 the hidden gradients dh1_pre, dh2_pre), overwriting g, or g = g
- * + result if accumulate. A grouped launch of 128 x 128 tiles x batch
- * chunks writes one partial of all P = AUXTRUNK_PARAM_COUNT parameters per
- * chunk (the ABI's flat layout, W1 b1 W2 b2 W3 b3) into partials; a second
- * launch sums them in chunk order. Both operands are transposed into K-major
- * shared memory on the way (rounded to nearest): below
- * V3_WGMMA_WGRAD_TMA_MIN_BATCH each thread loads its column's rows with
- * 4-byte loads, two blocks per SM; from it the rows arrive by TMA as
- * row-major boxes four slabs ahead, one block per SM (the same k order, so
- * a chunk plan gives the same bits either way). The bias sums are fp32 sums
- * of the unrounded g. Deterministic (no atomics, an order fixed
+ * + result if accumulate. A grouped launch of tiles x batch chunks writes
+ * one partial of all P = AUXTRUNK_PARAM_COUNT parameters per chunk (the
+ * ABI's flat layout, W1 b1 W2 b2 W3 b3) into partials; a second launch sums
+ * them in chunk order. Both operands are transposed into K-major shared
+ * memory on the way (rounded to nearest): below V3_WGMMA_WGRAD_TMA_MIN_BATCH
+ * on 128 x 128 tiles, each thread loading its column's rows with 4-byte
+ * loads, two blocks per SM; from it the rows arrive by TMA as row-major
+ * boxes, one block per SM, on 128 x 128 tiles four slabs ahead or, from
+ * V3_WGMMA_WGRAD_WIDE_MIN_BATCH, on wide 128 x 256 tiles two and a half
+ * slabs ahead, a gradient that makes fewer wide tiles transposed computed
+ * as its transpose (dW3 of the production topology). Every kernel sums
+ * each output over its chunk's rows in the same k order, so a chunk plan
+ * gives the same bits in any of them. The bias sums are fp32 sums of the
+ * unrounded g. Deterministic (no atomics, an order fixed
  * by the widths and the batch). Domain: every width a multiple of 4, batch >=
  * 1, every pointer 16-byte aligned and non-null; one pair of launches on
  * stream, cudaErrorInvalidValue (nothing launched) outside it or before a
@@ -220,9 +228,10 @@ cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y,
  * partials holds v3_wgmma_weight_grads_floats(d, batch) floats: one P per
  * chunk of the largest plan of any batch up to this one, at most
  * 264 / tiles · P (tiles: the 128 x 128 tiles of the three weights, 10 for
- * the production topology, so at most 26 · P; from
- * V3_WGMMA_WGRAD_TMA_MIN_BATCH the plan takes at most 132 / tiles chunks,
- * 13 for the production topology; chunks of 256 rows, or of
+ * the production topology, so at most 26 · P; on the 128 x 128 tiles fed by
+ * TMA the plan takes at most 132 / tiles chunks, 13 for the production
+ * topology, and on wide tiles 132 / wide tiles, 26 of its 5 wide tiles;
+ * chunks of 256 rows, or of
  * about 32 rows where the 256-row plan would launch at most 44 blocks, that
  * is to B = 1,024 for the production topology, so 26 · P from B = 832 on),
  * never fewer for a larger batch; 0 outside the domain. */
@@ -242,6 +251,22 @@ cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, const float *
                                      int batch, const atk_grads_t *g, int accumulate,
                                      float *partials, int first, int last, int pdl,
                                      cudaStream_t stream);
+/* The kernels of v3_wgmma_weight_grads_of (kernel below): chosen by the
+ * batch (AUTO, as every call above), or one kind at any batch, for tests
+ * and benchmarks, with that kind's chunk plan (each kind gives the same
+ * bits as AUTO wherever AUTO picks it). */
+#define V3_WGMMA_WGRAD_AUTO 0
+#define V3_WGMMA_WGRAD_LOADS 1 /* 128 x 128 tiles, rows loaded by each thread */
+#define V3_WGMMA_WGRAD_TMA 2   /* 128 x 128 tiles, rows by TMA */
+#define V3_WGMMA_WGRAD_WIDE 3  /* 128 x 256 tiles, rows by TMA */
+cudaError_t v3_wgmma_weight_grads_as(atk_dims_t d, const float *x, const float *h1, const float *h2,
+                                     const float *dout, const float *dh1, const float *dh2,
+                                     int batch, const atk_grads_t *g, int accumulate,
+                                     float *partials, int first, int last, int kernel, int pdl,
+                                     cudaStream_t stream);
+/* The kind AUTO picks for this batch (V3_WGMMA_WGRAD_LOADS, _TMA or _WIDE;
+ * AUTO for batch <= 0). */
+int v3_wgmma_weight_grads_kernel(int batch);
 
 /* The chain kernel: a whole forward, or both hidden gradients, in one
  * persistent launch (a block per multiprocessor walking 64- or 128-row

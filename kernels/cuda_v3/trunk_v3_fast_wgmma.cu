@@ -7,7 +7,9 @@
  * bias gradients on the same wgmma (v3_wgmma_wgrad_kernel, described there:
  * their operands are transposed on the way into shared memory, by ordinary
  * loads; from V3_WGMMA_WGRAD_TMA_MIN_BATCH v3_wgmma_wgrad_tma_kernel, the
- * same transposes from row-major boxes that TMA brings in). Built for sm_90a only
+ * same transposes from row-major boxes that TMA brings in; from
+ * V3_WGMMA_WGRAD_WIDE_MIN_BATCH v3_wgmma_wgrad_wide_kernel, the same on
+ * tiles twice as wide). Built for sm_90a only
  * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernels have no
  * image and v3_wgmma_available() answers 0. Fast mode calls them from
  * V3_WGMMA_MIN_BATCH (trunk_v3_fast.h, docs/perf-notes-v3-fast.md); their
@@ -504,6 +506,9 @@ struct WGrad {
     const float *a; /* [B, m] */
     const float *g; /* [B, n] */
     int m, n;
+    int swap; /* the wide kernel computes this gradient's transpose: a is the
+                 gradient's g operand and g its a, so the tile is stored
+                 transposed and the bias sums are a's (wgrad_swap) */
     int tiles_n;
     int tile0;     /* its first block (blockIdx.x) */
     size_t dw_off; /* where it lies in a chunk partial (the ABI's flat layout) */
@@ -515,6 +520,25 @@ struct WGrads {
     float *partials;
     size_t stride; /* floats per chunk partial: P */
     int batch, chunk_len;
+};
+
+/* What a block of the grouped weight-gradient launch owns: gradient qi,
+ * tile (mt, nt) of tn columns, whose first row and column are m0 and n0,
+ * and the batch rows [b_begin, b_end) of chunk blockIdx.y, in slabs. */
+struct WGradBlock {
+    int qi, mt, nt, m0, n0, b_begin, b_end, slabs;
+
+    __device__ __forceinline__ WGradBlock(const WGrads &G, int tn)
+    {
+        const int t = blockIdx.x;
+        qi = t >= G.q[2].tile0 ? 2 : t >= G.q[1].tile0 ? 1 : 0;
+        const WGrad &Q = G.q[qi];
+        mt = (t - Q.tile0) / Q.tiles_n, nt = (t - Q.tile0) % Q.tiles_n;
+        m0 = mt * BM, n0 = nt * tn;
+        b_begin = blockIdx.y * G.chunk_len;
+        b_end = min(G.batch, b_begin + G.chunk_len);
+        slabs = (b_end - b_begin + BK - 1) / BK;
+    }
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -534,45 +558,83 @@ __device__ __forceinline__ int wgrad_slab_mma(float (&acc)[64], unsigned base, i
     return stage == (WG_STAGES - 1) * 2 * SLAB ? 0 : stage + 2 * SLAB;
 }
 
-/* The end of a weight-gradient block (both kernels below): its tile of the
- * chunk's partial from the final accumulators, and, for the blocks of the
- * first row tile (bias), the column sums of g: each thread's dbs over its
- * rows, then the row groups in order. scratch is the block's shared memory,
- * which every wgmma of the block is done reading once it is called. */
-__device__ __forceinline__ void wgrad_epilogue(const WGrads &G, const WGrad &Q,
-                                               const float (&acc)[64], float dbs,
-                                               unsigned char *scratch, int m0, int n0, bool bias)
+/* The bias sums of a weight-gradient block: into db[c0 + col] for its NCOL
+ * columns (those below lim), each thread's sums[c] over its rows (column c ·
+ * 128 + its own), then the row groups in order. scratch is the block's
+ * shared memory, which every wgmma of the block is done reading. */
+template <int NCOL>
+__device__ __forceinline__ void wgrad_bias(float *db, const float (&sums)[NCOL / BN],
+                                           unsigned char *scratch, int c0, int lim)
+{
+    const int tid = threadIdx.x;
+    __syncthreads(); /* every wgmma of the block has read the ring */
+    float *const red = reinterpret_cast<float *>(scratch); /* [NT / BM groups][NCOL columns] */
+#pragma unroll
+    for (int c = 0; c < NCOL / BN; c++)
+        red[(tid / BM) * NCOL + c * BN + (tid & (BM - 1))] = sums[c];
+    __syncthreads();
+    for (int col = tid; col < NCOL; col += NT) {
+        if (c0 + col >= lim)
+            break;
+        float v = red[col];
+#pragma unroll
+        for (int w = 1; w < NT / BM; w++)
+            v += red[w * NCOL + col];
+        db[c0 + col] = v;
+    }
+}
+
+/* This block's chunk partial (the ABI's flat layout). */
+__device__ __forceinline__ float *wgrad_partial(const WGrads &G)
+{
+    return G.partials + (size_t)blockIdx.y * G.stride;
+}
+
+/* A weight-gradient block's tile (NCOL columns: 128, or 256 for a wide
+ * tile) from its final accumulators into the chunk's partial: element (r,
+ * c) of the tile to (m0 + r, n0 + c) of the gradient, or for a swapped one
+ * (WGrad::swap: the tile holds rows m0 … of the gradient's transpose) to
+ * (n0 + c, m0 + r); nothing past Q.m and Q.n. */
+template <int NCOL, bool SWAP>
+__device__ __forceinline__ void wgrad_store(const WGrads &G, const WGrad &Q,
+                                            const float (&acc)[NCOL / 2], int m0, int n0)
 {
     const int tid = threadIdx.x, g = tid & 31, wg = tid >> 7;
-    float *const part = G.partials + (size_t)blockIdx.y * G.stride;
+    float *const part = wgrad_partial(G) + Q.dw_off;
     const int rw = wg * 64 + ((tid >> 5) & 3) * 16 + (g >> 2), cq = 2 * (g & 3);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int row = m0 + rw + 8 * h;
         if (row >= Q.m)
             continue;
-        float *dst = part + Q.dw_off + (size_t)row * Q.n + n0 + cq;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            if (n0 + 8 * j + cq >= Q.n) /* n is a multiple of 4: pairs are whole */
+        for (int j = 0; j < NCOL / 8; j++) {
+            const int c = n0 + 8 * j + cq;
+            if (c >= Q.n) /* n is a multiple of 4: pairs are whole */
                 break;
-            *reinterpret_cast<float2 *>(dst + 8 * j) =
-                make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            if constexpr (SWAP) {
+                part[(size_t)c * Q.m + row] = acc[4 * j + 2 * h];
+                part[(size_t)(c + 1) * Q.m + row] = acc[4 * j + 2 * h + 1];
+            } else {
+                *reinterpret_cast<float2 *>(part + (size_t)row * Q.n + c) =
+                    make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
         }
     }
-    if (bias) {
-        __syncthreads(); /* every wgmma of the block has read the ring */
-        float *const red = reinterpret_cast<float *>(scratch); /* [NT / BM groups][BN columns] */
-        red[tid] = dbs;
-        __syncthreads();
-        if (tid < BN && n0 + tid < Q.n) {
-            float v = red[tid];
-#pragma unroll
-            for (int w = 1; w < NT / BM; w++)
-                v += red[w * BN + tid];
-            part[Q.db_off + n0 + tid] = v;
-        }
-    }
+}
+
+/* The end of a block of an unswapped gradient: its tile, and, for the
+ * blocks of the first row tile (bias), the column sums of g (dbs[c]: the
+ * thread's over its rows of column c · 128 + its own). */
+template <int NCOL>
+__device__ __forceinline__ void wgrad_epilogue(const WGrads &G, const WGrad &Q,
+                                               const float (&acc)[NCOL / 2],
+                                               const float (&dbs)[NCOL / BN],
+                                               unsigned char *scratch, int m0, int n0, bool bias)
+{
+    wgrad_store<NCOL, false>(G, Q, acc, m0, n0);
+    if (bias)
+        wgrad_bias<NCOL>(wgrad_partial(G) + Q.db_off, dbs, scratch, n0, Q.n);
 }
 #endif
 
@@ -595,13 +657,9 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char *const gbase = smem_raw + (base - raw);
 
-    const int t = blockIdx.x;
-    const WGrad &Q = G.q[t >= G.q[2].tile0 ? 2 : t >= G.q[1].tile0 ? 1 : 0];
-    const int mt = (t - Q.tile0) / Q.tiles_n, nt = (t - Q.tile0) % Q.tiles_n;
-    const int m0 = mt * BM, n0 = nt * BN;
-    const int b_begin = blockIdx.y * G.chunk_len;
-    const int b_end = min(G.batch, b_begin + G.chunk_len);
-    const int slabs = (b_end - b_begin + BK - 1) / BK;
+    const WGradBlock K(G, BN);
+    const WGrad &Q = G.q[K.qi];
+    const int m0 = K.m0, n0 = K.n0, b_begin = K.b_begin, b_end = K.b_end, slabs = K.slabs;
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int col = tid & (BM - 1), k0 = WG_ROWS * (tid / BM);
@@ -610,7 +668,7 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
     float va[WG_ROWS], vg[WG_ROWS];
     load_column(va, Q.a, Q.m, m0 + col, b_begin + k0, b_end);
     load_column(vg, Q.g, Q.n, n0 + col, b_begin + k0, b_end);
-    float dbs = 0.0f; /* this thread's share of its column's sum of g */
+    float dbs[1] = {0.0f}; /* this thread's share of its column's sum of g */
     float acc[64];
 #pragma unroll
     for (int r = 0; r < 64; r++)
@@ -622,7 +680,7 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
         store_column(gbase + stage + SLAB, vg, col, k0);
 #pragma unroll
         for (int e = 0; e < WG_ROWS; e++)
-            dbs += vg[e];
+            dbs[0] += vg[e];
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
         __syncthreads();
         if (s + 1 < slabs) {
@@ -633,11 +691,12 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
         stage = wgrad_slab_mma(acc, base, stage, wg);
     }
     wgmma_wait_all();
-    wgrad_epilogue(G, Q, acc, dbs, gbase, m0, n0, mt == 0);
+    wgrad_epilogue<BN>(G, Q, acc, dbs, gbase, m0, n0, K.mt == 0);
 #else
     (void)G;
 #endif
 }
+
 
 /* The weight gradients fed by the copy engine (v3_wgmma_wgrad_tma_kernel):
  * the same blocks, k order and bits as v3_wgmma_wgrad_kernel, but each
@@ -665,6 +724,67 @@ struct WGradMaps {
     CUtensorMap g[3];
 };
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The raw ring of a block fed by TMA: NR stages of RAW bytes at rawb, each
+ * a box of a (WT_HALF batch rows, 128 columns from m0) and then a box of g
+ * (WT_HALF rows, as many columns as its map's box, from n0), both on the
+ * stage's mbarrier at bars. Raw stage j holds batch rows b_begin + WT_HALF
+ * j …, in stage j mod NR; a chunk ends on a slab unless the batch ends
+ * there, and the boxes past the batch (and past a width) are zero-filled,
+ * so every stage is whole. */
+template <int NR, int RAW>
+struct WGradRing {
+    unsigned rawb, bars;
+    const CUtensorMap *am, *gm;
+    int m0, n0, b_begin;
+
+    /* Raw stage j's copies (thread 0). */
+    __device__ __forceinline__ void issue(int j) const
+    {
+        const int s = j % NR;
+        const unsigned dst = rawb + s * RAW, bar = bars + 8 * s;
+        mbar_expect_tx(bar, RAW);
+        tma_load_2d(dst, am, m0, b_begin + j * WT_HALF, bar);
+        tma_load_2d(dst + WT_HALF * BM * 4, gm, n0, b_begin + j * WT_HALF, bar);
+    }
+    /* Thread 0 initialises the mbarriers and, once the hidden gradients are
+     * complete (when launched as a dependent), issues the first stages of
+     * the block's `halves`; every thread then passes a block barrier. */
+    __device__ __forceinline__ void start(int halves) const
+    {
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < NR; s++)
+                mbar_init(bars + 8 * s, 1);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        }
+        v2pdl::pdl_wait();
+        v2pdl::pdl_trigger();
+        if (threadIdx.x == 0)
+            for (int j = 0; j < NR && j < halves; j++)
+                issue(j);
+        __syncthreads(); /* the mbarriers are initialised */
+    }
+    /* Once every thread has read slab s's two raw stages (after a block
+     * barrier), thread 0 refills them with the stages NR later. */
+    __device__ __forceinline__ void refill(int s, int halves) const
+    {
+        if (threadIdx.x == 0) {
+            if (2 * s + NR < halves)
+                issue(2 * s + NR);
+            if (2 * s + 1 + NR < halves)
+                issue(2 * s + 1 + NR);
+        }
+    }
+    /* Waits until raw stage j has landed; returns its floats (gbase: the
+     * generic address of the aligned base, the ring off bytes after it). */
+    __device__ __forceinline__ const float *wait(int j, unsigned char *gbase, unsigned off) const
+    {
+        mbar_wait(bars + 8 * (j % NR), (unsigned)(j / NR) & 1u);
+        return reinterpret_cast<const float *>(gbase + off + (j % NR) * RAW);
+    }
+};
+#endif
+
 __global__ void __launch_bounds__(NT, 1)
     v3_wgmma_wgrad_tma_kernel(const __grid_constant__ WGrads G, const __grid_constant__ WGradMaps M)
 {
@@ -676,50 +796,23 @@ __global__ void __launch_bounds__(NT, 1)
     constexpr int KRING = WG_STAGES * 2 * SLAB; /* the K-major ring, then the raw stages */
     const unsigned rawb = base + KRING, bars = rawb + WT_NR * WT_RAW;
 
-    const int t = blockIdx.x;
-    const int qi = t >= G.q[2].tile0 ? 2 : t >= G.q[1].tile0 ? 1 : 0;
-    const WGrad &Q = G.q[qi];
-    const int mt = (t - Q.tile0) / Q.tiles_n, nt = (t - Q.tile0) % Q.tiles_n;
-    const int m0 = mt * BM, n0 = nt * BN;
-    const int b_begin = blockIdx.y * G.chunk_len;
-    const int b_end = min(G.batch, b_begin + G.chunk_len);
-    const int slabs = (b_end - b_begin + BK - 1) / BK, halves = 2 * slabs;
-    const CUtensorMap *const am = &M.a[qi], *const gm = &M.g[qi];
+    const WGradBlock K(G, BN);
+    const WGrad &Q = G.q[K.qi];
+    const int m0 = K.m0, n0 = K.n0, slabs = K.slabs, halves = 2 * slabs;
+    const WGradRing<WT_NR, WT_RAW> ring = {rawb, bars, &M.a[K.qi], &M.g[K.qi], m0, n0, K.b_begin};
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int col = tid & (BM - 1), h = tid / BM; /* rows WT_HALF h … of each slab */
-    /* raw stage j: batch rows b_begin + WT_HALF j …, stage j mod WT_NR. A
-     * chunk ends on a slab unless the batch ends there, and the boxes past
-     * the batch are zero-filled, so every stage is whole. */
-    auto issue = [&](int j) {
-        const int s = j % WT_NR;
-        const unsigned dst = rawb + s * WT_RAW, bar = bars + 8 * s;
-        mbar_expect_tx(bar, WT_RAW);
-        tma_load_2d(dst, am, m0, b_begin + j * WT_HALF, bar);
-        tma_load_2d(dst + WT_RAW / 2, gm, n0, b_begin + j * WT_HALF, bar);
-    };
-    if (tid == 0) {
-        for (int s = 0; s < WT_NR; s++)
-            mbar_init(bars + 8 * s, 1);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
-    v2pdl::pdl_wait(); /* the hidden gradients are complete (when launched as a dependent) */
-    v2pdl::pdl_trigger();
-    if (tid == 0)
-        for (int j = 0; j < WT_NR && j < halves; j++)
-            issue(j);
-    __syncthreads(); /* the mbarriers are initialised */
+    ring.start(halves);
 
-    float dbs = 0.0f; /* this thread's share of its column's sum of g */
+    float dbs[1] = {0.0f}; /* this thread's share of its column's sum of g */
     float acc[64];
 #pragma unroll
     for (int r = 0; r < 64; r++)
         acc[r] = 0.0f;
     int stage = 0;
     for (int s = 0; s < slabs; s++) {
-        const int j = 2 * s + h, rs = j % WT_NR;
-        mbar_wait(bars + 8 * rs, (unsigned)(j / WT_NR) & 1u);
-        const float *const ra = reinterpret_cast<const float *>(gbase + KRING + rs * WT_RAW);
+        const float *const ra = ring.wait(2 * s + h, gbase, KRING);
         const float *const rg = ra + WT_HALF * BM;
         float va[WT_HALF], vg[WT_HALF];
 #pragma unroll
@@ -729,19 +822,154 @@ __global__ void __launch_bounds__(NT, 1)
         store_column(gbase + stage + SLAB, vg, col, WT_HALF * h);
 #pragma unroll
         for (int e = 0; e < WT_HALF; e++)
-            dbs += vg[e];
+            dbs[0] += vg[e];
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
         __syncthreads(); /* the slab is stored; both raw stages are read */
-        if (tid == 0) {
-            if (2 * s + WT_NR < halves)
-                issue(2 * s + WT_NR);
-            if (2 * s + 1 + WT_NR < halves)
-                issue(2 * s + 1 + WT_NR);
-        }
+        ring.refill(s, halves);
         stage = wgrad_slab_mma(acc, base, stage, wg);
     }
     wgmma_wait_all();
-    wgrad_epilogue(G, Q, acc, dbs, gbase, m0, n0, mt == 0);
+    wgrad_epilogue<BN>(G, Q, acc, dbs, gbase, m0, n0, K.mt == 0);
+#else
+    (void)G, (void)M;
+#endif
+}
+
+/* The weight gradients on wide tiles (v3_wgmma_wgrad_wide_kernel): a block
+ * owns 128 rows of a gradient (a's m) and WW_BN = 256 of its columns (g's
+ * n), twice a 128 x 128 tile's work for the same a, so per unit of work a
+ * slab moves a third fewer bytes through shared memory: the transposes of a
+ * are shared by the two halves, and each warpgroup's m64n256k8 reads its A
+ * once where two m64n128k8 would read it twice. Shared memory is what bounds
+ * the 128 x 128 kernels (docs/perf-notes-v3-fast.md, "Wide tiles for the
+ * weight gradients"). Rows arrive as in v3_wgmma_wgrad_tma_kernel (row-major
+ * boxes of WT_HALF batch rows, a's 128 columns and g's 256 in one raw stage
+ * on one mbarrier), WW_NR raw stages ahead; the K-major ring has two stages
+ * (a 128-row A slab, a 256-row B slab), so each warpgroup waits for its
+ * previous slab's wgmmas before the barrier that lets the next slab's
+ * stores reuse that stage. A gradient that makes fewer wide tiles
+ * transposed (dW3 of the production topology: 256 x 128, one tile as 128 x
+ * 256, two half-empty ones as it is) is computed so (wgrad_swap): its tile
+ * is stored transposed and its bias sums are a's. A tile whose second 128
+ * columns still lie past n runs the same loop with m64n128k8 and stores
+ * nothing there (wgrad_wide_body<true>).
+ * The same k order and rounding as the other kernels: a chunk plan gives
+ * the same bits in any of them. */
+constexpr int WW_BN = 2 * BN;                      /* g's columns of a wide tile */
+constexpr int WW_RAW = WT_HALF * (BM + WW_BN) * 4; /* a raw stage: both boxes */
+constexpr int WW_KSTAGE = 3 * SLAB;                /* a K-major stage: A, then B */
+constexpr int WW_NS = 2;                           /* K-major stages */
+constexpr int WW_NR = 5;                           /* raw stages */
+constexpr int WW_SMEM_BYTES =
+    1024 /* alignment slack */ + WW_NS * WW_KSTAGE + WW_NR * WW_RAW + 8 * WW_NR;
+static_assert(WW_SMEM_BYTES <= SMEM_OPTIN, "the wide rings fit in a block's shared memory");
+static_assert(WW_NS == 2, "the slab loop's waits are those of a two-stage ring");
+static_assert(WW_NR >= 2, "a slab's two raw stages are distinct");
+static_assert(NT / BM * WW_BN * 4 <= WW_NS * WW_KSTAGE, "the bias sums' scratch fits in the ring");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The slab loop and epilogue of a wide block K: HALF where only g's first
+ * 128 columns of the tile exist. base: the aligned shared memory (the
+ * K-major ring, then ring's raw stages and their mbarriers), gbase its
+ * generic address. */
+template <bool HALF>
+__device__ __forceinline__ void wgrad_wide_body(const WGrads &G, const WGrad &Q,
+                                                const WGradBlock &K,
+                                                const WGradRing<WW_NR, WW_RAW> &ring,
+                                                unsigned char *gbase, unsigned base)
+{
+    constexpr int KRING = WW_NS * WW_KSTAGE;
+    constexpr int NCOL = HALF ? BN : WW_BN;
+    const int m0 = K.m0, n0 = K.n0, slabs = K.slabs, halves = 2 * slabs;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int col = tid & (BM - 1), h = tid / BM; /* rows WT_HALF h … of each slab */
+
+    float dbs[NCOL / BN]; /* the sums of g's columns col, col + 128 over the thread's rows */
+#pragma unroll
+    for (int c = 0; c < NCOL / BN; c++)
+        dbs[c] = 0.0f;
+    float dba = 0.0f; /* of a's column col (a swapped gradient's bias) */
+    float acc[NCOL / 2];
+#pragma unroll
+    for (int r = 0; r < NCOL / 2; r++)
+        acc[r] = 0.0f;
+    unsigned stage = 0;
+    for (int s = 0; s < slabs; s++) {
+        const float *const ra = ring.wait(2 * s + h, gbase, KRING);
+        const float *const rg = ra + WT_HALF * BM;
+        float va[WT_HALF];
+#pragma unroll
+        for (int e = 0; e < WT_HALF; e++)
+            va[e] = ra[e * BM + col];
+#pragma unroll
+        for (int e = 0; e < WT_HALF; e++)
+            dba += va[e];
+        store_column(gbase + stage, va, col, WT_HALF * h);
+#pragma unroll
+        for (int c = 0; c < NCOL / BN; c++) {
+            float vg[WT_HALF];
+#pragma unroll
+            for (int e = 0; e < WT_HALF; e++)
+                vg[e] = rg[e * WW_BN + c * BN + col];
+            store_column(gbase + stage + (1 + c) * SLAB, vg, col, WT_HALF * h);
+#pragma unroll
+            for (int e = 0; e < WT_HALF; e++)
+                dbs[c] += vg[e];
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
+        /* this warpgroup's previous slab is done, so after the barrier the
+         * next slab may store into its stage */
+        wgmma_wait_all();
+        __syncthreads(); /* the slab is stored; both raw stages are read */
+        ring.refill(s, halves);
+        wgmma_fence();
+        const unsigned sa = base + stage + wg * (SLAB / 2), sb = base + stage + SLAB;
+#pragma unroll
+        for (int k = 0; k < BK / KSTEP; k++) {
+            if constexpr (HALF)
+                wgmma_m64n128k8(acc, desc_sw128(sa + 32 * k), desc_sw128(sb + 32 * k));
+            else
+                wgmma_m64n256k8(acc, desc_sw128(sa + 32 * k), desc_sw128(sb + 32 * k));
+        }
+        wgmma_commit();
+        stage = stage == 0 ? WW_KSTAGE : 0;
+    }
+    wgmma_wait_all();
+    if (!Q.swap) {
+        wgrad_epilogue<NCOL>(G, Q, acc, dbs, gbase, m0, n0, K.mt == 0);
+        return;
+    }
+    /* a swapped gradient: its bias is the sums of a's columns, written by
+     * the blocks of the first column tile */
+    wgrad_store<NCOL, true>(G, Q, acc, m0, n0);
+    if (K.nt == 0) {
+        const float sums[1] = {dba};
+        wgrad_bias<BN>(wgrad_partial(G) + Q.db_off, sums, gbase, m0, Q.m);
+    }
+}
+#endif
+
+__global__ void __launch_bounds__(NT, 1)
+    v3_wgmma_wgrad_wide_kernel(const __grid_constant__ WGrads G,
+                               const __grid_constant__ WGradMaps M)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const unsigned raw = smem_u32(smem_raw);
+    const unsigned base = (raw + 1023u) & ~1023u;
+    unsigned char *const gbase = smem_raw + (base - raw);
+    constexpr int KRING = WW_NS * WW_KSTAGE; /* the K-major ring, then the raw stages */
+    const unsigned rawb = base + KRING, bars = rawb + WW_NR * WW_RAW;
+
+    const WGradBlock K(G, WW_BN);
+    const WGrad &Q = G.q[K.qi];
+    const WGradRing<WW_NR, WW_RAW> ring = {rawb, bars, &M.a[K.qi], &M.g[K.qi],
+                                           K.m0, K.n0, K.b_begin};
+    ring.start(2 * K.slabs);
+    if (K.n0 + BN >= Q.n)
+        wgrad_wide_body<true>(G, Q, K, ring, gbase, base);
+    else
+        wgrad_wide_body<false>(G, Q, K, ring, gbase, base);
 #else
     (void)G, (void)M;
 #endif
@@ -1289,13 +1517,14 @@ bool encode_kmajor_map(CUtensorMap *map, const float *a, int k, int m, int rows)
 }
 
 /* The tensor map of a row-major operand t [rows, width] of the weight
- * gradients (v3_wgmma_wgrad_tma_kernel): [WT_HALF rows, 128 columns] boxes,
- * no swizzle, zero fill past the rows and the width. */
-bool encode_rows_map(CUtensorMap *map, const float *t, int width, int rows)
+ * gradients (v3_wgmma_wgrad_tma_kernel, v3_wgmma_wgrad_wide_kernel):
+ * [WT_HALF rows, cols columns] boxes, no swizzle, zero fill past the rows
+ * and the width. */
+bool encode_rows_map(CUtensorMap *map, const float *t, int width, int rows, int cols)
 {
     const cuuint64_t dims[2] = {(cuuint64_t)width, (cuuint64_t)rows};
     const cuuint64_t strides[1] = {(cuuint64_t)width * sizeof(float)};
-    const cuuint32_t box[2] = {BM, WT_HALF}, estr[2] = {1, 1};
+    const cuuint32_t box[2] = {(cuuint32_t)cols, WT_HALF}, estr[2] = {1, 1};
     return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(t), dims, strides,
                     box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -1339,67 +1568,100 @@ cudaError_t launch(int dev, const float *a, Layer L, int tile, cudaStream_t stre
 
 bool tile_ok(int tile) { return tile >= V3_WGMMA_TILE_AUTO && tile <= V3_WGMMA_TILE_PAIRED; }
 
+/* Which kernel computes the weight gradients of a batch: the 128 x 128
+ * kernels with their operands loaded by each thread (below
+ * V3_WGMMA_WGRAD_TMA_MIN_BATCH, two blocks per SM) or by TMA (one block per
+ * SM), or the wide tiles (from V3_WGMMA_WGRAD_WIDE_MIN_BATCH, one block per
+ * SM). */
+enum WgradKind {
+    WGK_LOADS = V3_WGMMA_WGRAD_LOADS,
+    WGK_TMA = V3_WGMMA_WGRAD_TMA,
+    WGK_WIDE = V3_WGMMA_WGRAD_WIDE
+};
+
+WgradKind wgrad_kind(int batch)
+{
+    return batch >= V3_WGMMA_WGRAD_WIDE_MIN_BATCH  ? WGK_WIDE
+           : batch >= V3_WGMMA_WGRAD_TMA_MIN_BATCH ? WGK_TMA
+                                                   : WGK_LOADS;
+}
+
+/* g's columns per tile, and the most blocks of one wave, of a kind. */
+int wgrad_tile_n(WgradKind k) { return k == WGK_WIDE ? WW_BN : BN; }
+int wgrad_max_blocks(WgradKind k) { return k == WGK_LOADS ? WG_MAX_BLOCKS : WT_MAX_BLOCKS; }
+
 /* The weight gradients' chunk plan. As cuda-v2's fast mode plans its own:
  * at most min(most / tiles, ceil(batch / 256)) chunks, each a whole number
  * of 32-row slabs, most being one wave of the batch's kernel (WG_MAX_BLOCKS,
- * two blocks per SM, or from V3_WGMMA_WGRAD_TMA_MIN_BATCH WT_MAX_BLOCKS, one
- * per SM: 13 chunks of the production topology's 10 tiles); but where that
- * plan's grid (tiles x chunks) would hold at most a third of most blocks (B <= 2,048 for the
- * production topology), chunks of about 32 rows instead, up to the same cap
- * (16 chunks of 64 rows at B = 1,024, 22 of 96 at 2,048): the grid there is
- * too small to hide a block's chain of slabs (docs/perf-notes-v3-fast.md,
- * "Short chunks at small batches" and "Two narrow blocks per SM"; at 4,096
- * the short plan measured 2 µs slower). nc chunks of len rows cover the
- * batch and none is empty. */
-int wgrad_tiles(atk_dims_t d)
+ * two blocks per SM, or WT_MAX_BLOCKS, one per SM: 13 chunks of the
+ * production topology's 10 128 x 128 tiles, 26 of its 5 wide ones); but
+ * where that plan's grid (tiles x chunks) would hold at most a third of most
+ * blocks (B <= 2,048 for the production topology), chunks of about 32 rows
+ * instead, up to the same cap (16 chunks of 64 rows at B = 1,024, 22 of 96
+ * at 2,048): the grid there is too small to hide a block's chain of slabs
+ * (docs/perf-notes-v3-fast.md, "Short chunks at small batches" and "Two
+ * narrow blocks per SM"; at 4,096 the short plan measured 2 µs slower). nc
+ * chunks of len rows cover the batch and none is empty. tn: g's columns per
+ * tile (wgrad_tile_n). */
+int wgrad_tile_count(int m, int n, int tn) { return ((m + BM - 1) / BM) * ((n + tn - 1) / tn); }
+
+/* Whether a kind computes the m x n gradient as its transpose: the wide
+ * kind, where that makes fewer tiles. */
+bool wgrad_swap(WgradKind k, int m, int n)
 {
-    auto tiles = [](int m, int n) { return ((m + BM - 1) / BM) * ((n + BN - 1) / BN); };
-    return tiles(d.enc, d.h1) + tiles(d.h1, d.h2) + tiles(d.h2, d.aux);
+    return k == WGK_WIDE && wgrad_tile_count(n, m, WW_BN) < wgrad_tile_count(m, n, WW_BN);
 }
 
-/* Whether the weight gradients of this batch run v3_wgmma_wgrad_tma_kernel
- * (one block per SM) rather than v3_wgmma_wgrad_kernel (two). */
-bool wgrad_tma(int batch) { return batch >= V3_WGMMA_WGRAD_TMA_MIN_BATCH; }
-
-/* The most blocks the plan of this batch aims at: one wave of its kernel. */
-int wgrad_max_blocks(int batch) { return wgrad_tma(batch) ? WT_MAX_BLOCKS : WG_MAX_BLOCKS; }
-
-int wgrad_cap(atk_dims_t d, int most)
+/* The tiles of the three gradients for a kind. */
+int wgrad_tiles(atk_dims_t d, WgradKind k)
 {
-    return most / wgrad_tiles(d) > 1 ? most / wgrad_tiles(d) : 1;
+    const int ms[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux}, tn = wgrad_tile_n(k);
+    int tiles = 0;
+    for (int q = 0; q < 3; q++)
+        tiles += wgrad_swap(k, ms[q], ns[q]) ? wgrad_tile_count(ns[q], ms[q], tn)
+                                             : wgrad_tile_count(ms[q], ns[q], tn);
+    return tiles;
+}
+
+int wgrad_cap(atk_dims_t d, WgradKind k)
+{
+    const int c = wgrad_max_blocks(k) / wgrad_tiles(d, k);
+    return c > 1 ? c : 1;
 }
 
 /* The largest batch planned with short chunks (0: none). */
-int wgrad_short_max_batch(atk_dims_t d, int most) { return most / 3 / wgrad_tiles(d) * 256; }
-
-/* The chunks the plan aims at for this batch (nc <= it), for a grid of at
- * most `most` blocks. */
-int wgrad_chunk_want(atk_dims_t d, int batch, int most)
+int wgrad_short_max_batch(atk_dims_t d, WgradKind k)
 {
-    const int rows = batch <= wgrad_short_max_batch(d, most) ? BK : 256;
-    const int want = (batch + rows - 1) / rows, cap = wgrad_cap(d, most);
+    return wgrad_max_blocks(k) / 3 / wgrad_tiles(d, k) * 256;
+}
+
+/* The chunks the plan of a kind aims at for this batch (nc <= it). */
+int wgrad_chunk_want(atk_dims_t d, WgradKind k, int batch)
+{
+    const int rows = batch <= wgrad_short_max_batch(d, k) ? BK : 256;
+    const int want = (batch + rows - 1) / rows, cap = wgrad_cap(d, k);
     return want < cap ? want : cap;
 }
 
 /* >= nc for every batch up to this one (the workspace's partials): each
  * plan is monotone within each regime, so its largest value is at the
- * batch itself or at the last short-chunk batch; the larger of the two
- * plans' bounds. */
+ * batch itself or at the last short-chunk batch; the largest of the three
+ * kinds' bounds. */
 int wgrad_chunk_bound(atk_dims_t d, int batch)
 {
     int most = 0;
-    for (int m : {WG_MAX_BLOCKS, WT_MAX_BLOCKS}) {
-        const int at = wgrad_chunk_want(d, batch, m), bt = wgrad_short_max_batch(d, m);
-        const int at_short = bt > 0 && batch > bt ? wgrad_chunk_want(d, bt, m) : 0;
+    for (WgradKind k : {WGK_LOADS, WGK_TMA, WGK_WIDE}) {
+        const int at = wgrad_chunk_want(d, k, batch), bt = wgrad_short_max_batch(d, k);
+        const int at_short = bt > 0 && batch > bt ? wgrad_chunk_want(d, k, bt) : 0;
         most = at > most ? at : most;
         most = at_short > most ? at_short : most;
     }
     return most;
 }
 
-void wgrad_chunks(atk_dims_t d, int batch, int &nc, int &len)
+void wgrad_chunks(atk_dims_t d, WgradKind k, int batch, int &nc, int &len)
 {
-    const int want = wgrad_chunk_want(d, batch, wgrad_max_blocks(batch));
+    const int want = wgrad_chunk_want(d, k, batch);
     len = ((batch + want - 1) / want + BK - 1) / BK * BK;
     nc = (batch + len - 1) / len;
 }
@@ -1532,6 +1794,9 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         (e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_tma_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WT_SMEM_BYTES)) !=
             cudaSuccess ||
+        (e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_wide_kernel),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, WW_SMEM_BYTES)) !=
+            cudaSuccess ||
         (e = cudaFuncSetAttribute(
              reinterpret_cast<const void *>(v3_wgmma_chain_kernel<EPI_BIAS_ACT, 64>),
              cudaFuncAttributeMaxDynamicSharedMemorySize, ChainShape<64>::smem)) != cudaSuccess ||
@@ -1629,15 +1894,16 @@ extern "C" size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch)
     return (size_t)wgrad_chunk_bound(d, batch) * AUXTRUNK_PARAM_COUNT(&d);
 }
 
-extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, const float *h1,
+extern "C" cudaError_t v3_wgmma_weight_grads_as(atk_dims_t d, const float *x, const float *h1,
                                                 const float *h2, const float *dout,
                                                 const float *dh1, const float *dh2, int batch,
                                                 const atk_grads_t *g, int accumulate,
-                                                float *partials, int first, int last, int pdl,
-                                                cudaStream_t stream)
+                                                float *partials, int first, int last, int kernel,
+                                                int pdl, cudaStream_t stream)
 {
     const int dev = ready_device();
-    if (dev < 0 || !g || !wgrad_dims_ok(d) || batch <= 0 || first < 0 || first > last || last > 2)
+    if (dev < 0 || !g || !wgrad_dims_ok(d) || batch <= 0 || first < 0 || first > last || last > 2 ||
+        kernel < V3_WGMMA_WGRAD_AUTO || kernel > V3_WGMMA_WGRAD_WIDE)
         return cudaErrorInvalidValue;
     /* what the gradients first..last read and write */
     const float *const acts[3] = {x, h1, h2}, *const grads[3] = {dh1, dh2, dout};
@@ -1655,8 +1921,11 @@ extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, co
                            AUXTRUNK_B2_OFFSET(&d),  AUXTRUNK_W3_OFFSET(&d), AUXTRUNK_B3_OFFSET(&d),
                            AUXTRUNK_PARAM_COUNT(&d)};
     const int ms[3] = {d.enc, d.h1, d.h2}, ns[3] = {d.h1, d.h2, d.aux};
+    const WgradKind kind =
+        kernel == V3_WGMMA_WGRAD_AUTO ? wgrad_kind(batch) : static_cast<WgradKind>(kernel);
     int nc, len;
-    wgrad_chunks(d, batch, nc, len);
+    wgrad_chunks(d, kind, batch, nc, len);
+    const int tn = wgrad_tile_n(kind);
     WGrads G = {};
     int tiles = 0;
     for (int q = 0; q < 3; q++) {
@@ -1664,21 +1933,27 @@ extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, co
         Q.tile0 = tiles; /* a gradient outside first..last has no blocks */
         if (q < first || q > last)
             continue;
-        Q.a = acts[q], Q.g = grads[q], Q.m = ms[q], Q.n = ns[q];
-        Q.tiles_n = (Q.n + BN - 1) / BN;
+        Q.swap = wgrad_swap(kind, ms[q], ns[q]);
+        Q.a = Q.swap ? grads[q] : acts[q], Q.g = Q.swap ? acts[q] : grads[q];
+        Q.m = Q.swap ? ns[q] : ms[q], Q.n = Q.swap ? ms[q] : ns[q];
+        Q.tiles_n = (Q.n + tn - 1) / tn;
         Q.dw_off = off[2 * q], Q.db_off = off[2 * q + 1];
         tiles += ((Q.m + BM - 1) / BM) * Q.tiles_n;
     }
     G.partials = partials, G.stride = off[6], G.batch = batch, G.chunk_len = len;
     cudaError_t e;
-    if (wgrad_tma(batch)) {
+    if (kind != WGK_LOADS) {
         WGradMaps M = {};
         for (int q = first; q <= last; q++)
-            if (!encode_rows_map(&M.a[q], acts[q], ms[q], batch) ||
-                !encode_rows_map(&M.g[q], grads[q], ns[q], batch))
+            if (!encode_rows_map(&M.a[q], G.q[q].a, G.q[q].m, batch, BM) ||
+                !encode_rows_map(&M.g[q], G.q[q].g, G.q[q].n, batch, tn))
                 return cudaErrorInvalidValue;
-        e = v2pdl::launch(v3_wgmma_wgrad_tma_kernel, dim3((unsigned)tiles, (unsigned)nc), dim3(NT),
-                          WT_SMEM_BYTES, stream, pdl != 0, G, M);
+        if (kind == WGK_WIDE)
+            e = v2pdl::launch(v3_wgmma_wgrad_wide_kernel, dim3((unsigned)tiles, (unsigned)nc),
+                              dim3(NT), WW_SMEM_BYTES, stream, pdl != 0, G, M);
+        else
+            e = v2pdl::launch(v3_wgmma_wgrad_tma_kernel, dim3((unsigned)tiles, (unsigned)nc),
+                              dim3(NT), WT_SMEM_BYTES, stream, pdl != 0, G, M);
     } else {
         e = v2pdl::launch(v3_wgmma_wgrad_kernel, dim3((unsigned)tiles, (unsigned)nc), dim3(NT),
                           WG_SMEM_BYTES, stream, pdl != 0, G);
@@ -1696,6 +1971,22 @@ extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, co
     return v2pdl::launch(v3_wgmma_wgrad_sum_kernel,
                          dim3((unsigned)((groups + SUM_THREADS - 1) / SUM_THREADS)),
                          dim3(SUM_THREADS), 0, stream, true, R);
+}
+
+extern "C" int v3_wgmma_weight_grads_kernel(int batch)
+{
+    return batch > 0 ? wgrad_kind(batch) : V3_WGMMA_WGRAD_AUTO;
+}
+
+extern "C" cudaError_t v3_wgmma_weight_grads_of(atk_dims_t d, const float *x, const float *h1,
+                                                const float *h2, const float *dout,
+                                                const float *dh1, const float *dh2, int batch,
+                                                const atk_grads_t *g, int accumulate,
+                                                float *partials, int first, int last, int pdl,
+                                                cudaStream_t stream)
+{
+    return v3_wgmma_weight_grads_as(d, x, h1, h2, dout, dh1, dh2, batch, g, accumulate, partials,
+                                    first, last, V3_WGMMA_WGRAD_AUTO, pdl, stream);
 }
 
 extern "C" cudaError_t v3_wgmma_weight_grads(atk_dims_t d, const float *x, const float *h1,

@@ -29,6 +29,10 @@
  *     accumulate onto random gradients; and in two parts
  *     (v3_wgmma_weight_grads_of: dW1 | dW2, dW3 and dW1, dW2 | dW3) on two
  *     streams at once, each given only its own operands: the same bits;
+ *     each case on the kernel its batch picks and on each of the three
+ *     forced (v3_wgmma_weight_grads_as: 128 x 128 tiles by loads and by
+ *     TMA, wide 128 x 256 tiles with swapped gradients and half tiles), the
+ *     picked one the same bits as its forced run;
  *   - the chain kernel (v3_wgmma_forward, v3_wgmma_hidden_grads), on 64-
  *     and on 128-row tiles, bit for bit against the layer launches it
  *     replaces, for the production topology at batches of 1 to 40,000 and
@@ -421,65 +425,92 @@ static double run_weight_grads(const trunk_case_t &c, float scale, tst_rng_t *r)
         }
     }
 
-    char what[96];
-    snprintf(what, sizeof what, "weight grads %d/%d/%d/%d B %d", d.enc, d.h1, d.h2, d.aux, B);
-    auto call = [&](int accumulate, int pdl) {
-        return v3_wgmma_weight_grads(d, dev[0], dev[1], dev[2], dev[5], dev[3], dev[4], B, &g,
-                                     accumulate, dpart, pdl, 0);
-    };
-    const std::vector<float> got =
-        two_calls([&](int pdl) { return call(0, pdl); }, dg, P, guard_want, what);
     static const char *const names[6] = {"dW1", "db1", "dW2", "db2", "dW3", "db3"};
+    static const char *const kinds[4] = {"auto", "loads", "tma", "wide"};
+    const size_t end[6] = {off[1], off[2], off[3], off[4], off[5], P};
+    double worst = 0;
+    std::vector<float> got_auto;
+    /* AUTO (the kernel the batch picks: v3_wgmma_weight_grads), then each
+     * kernel forced, with its own chunk plan; AUTO must give the bits of the
+     * kernel it picks. */
+    for (int kind = V3_WGMMA_WGRAD_AUTO; kind <= V3_WGMMA_WGRAD_WIDE; kind++) {
+        char what[112];
+        snprintf(what, sizeof what, "weight grads %d/%d/%d/%d B %d (%s)", d.enc, d.h1, d.h2, d.aux,
+                 B, kinds[kind]);
+        auto call = [&](int accumulate, int pdl) {
+            return kind == V3_WGMMA_WGRAD_AUTO
+                       ? v3_wgmma_weight_grads(d, dev[0], dev[1], dev[2], dev[5], dev[3], dev[4], B,
+                                               &g, accumulate, dpart, pdl, 0)
+                       : v3_wgmma_weight_grads_as(d, dev[0], dev[1], dev[2], dev[5], dev[3], dev[4],
+                                                  B, &g, accumulate, dpart, 0, 2, kind, pdl, 0);
+        };
+        const std::vector<float> got =
+            two_calls([&](int pdl) { return call(0, pdl); }, dg, P, guard_want, what);
+        if (kind == V3_WGMMA_WGRAD_AUTO)
+            got_auto = got;
+        else if (kind == v3_wgmma_weight_grads_kernel(B)) {
+            size_t diff = 0;
+            for (size_t i = 0; i < P; i++)
+                diff += tst_f32_bits(got[i]) != tst_f32_bits(got_auto[i]);
+            ck_assert_msg(diff == 0,
+                          "%s: %zu elements differ from the same kernel picked by the batch", what,
+                          diff);
+        }
 
-    /* In two parts on two streams at once (v3_wgmma_weight_grads_of, as
+        /* In two parts on two streams at once (v3_wgmma_weight_grads_of, as
      * fast mode's forked backward runs them), each part given only its own
      * operands: the same bits as one call, every element written. */
-    cudaStream_t st[2];
-    for (cudaStream_t &s : st)
-        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    static const int splits[2][2][2] = {{{0, 0}, {1, 2}}, {{0, 1}, {2, 2}}};
-    for (const auto &sp : splits) {
-        CUDA_OK(cudaMemset(dg, 0xFF, P * sizeof(float)));
-        CUDA_OK(cudaDeviceSynchronize());
-        for (int part = 0; part < 2; part++) {
-            const int first = sp[part][0], last = sp[part][1];
-            auto only = [&](int i) { return i % 3 >= first && i % 3 <= last ? dev[i] : NULL; };
-            CUDA_OK(v3_wgmma_weight_grads_of(d, only(0), only(1), only(2), only(5), only(3),
-                                             only(4), B, &g, 0, dpart, first, last, 0, st[part]));
+        cudaStream_t st[2];
+        for (cudaStream_t &s : st)
+            CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        static const int splits[2][2][2] = {{{0, 0}, {1, 2}}, {{0, 1}, {2, 2}}};
+        for (const auto &sp : splits) {
+            CUDA_OK(cudaMemset(dg, 0xFF, P * sizeof(float)));
+            CUDA_OK(cudaDeviceSynchronize());
+            for (int part = 0; part < 2; part++) {
+                const int first = sp[part][0], last = sp[part][1];
+                auto only = [&](int i) { return i % 3 >= first && i % 3 <= last ? dev[i] : NULL; };
+                CUDA_OK(v3_wgmma_weight_grads_as(d, only(0), only(1), only(2), only(5), only(3),
+                                                 only(4), B, &g, 0, dpart, first, last, kind, 0,
+                                                 st[part]));
+            }
+            CUDA_OK(cudaDeviceSynchronize());
+            std::vector<float> split(P);
+            CUDA_OK(cudaMemcpy(split.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
+            size_t diff = 0;
+            for (size_t i = 0; i < P; i++)
+                diff += tst_f32_bits(split[i]) != tst_f32_bits(got[i]);
+            ck_assert_msg(diff == 0,
+                          "%s: gradients %d-%d and %d-%d on two streams: %zu elements "
+                          "differ from one call",
+                          what, sp[0][0], sp[0][1], sp[1][0], sp[1][1], diff);
         }
-        CUDA_OK(cudaDeviceSynchronize());
-        std::vector<float> split(P);
-        CUDA_OK(cudaMemcpy(split.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
-        size_t diff = 0;
-        for (size_t i = 0; i < P; i++)
-            diff += tst_f32_bits(split[i]) != tst_f32_bits(got[i]);
-        ck_assert_msg(diff == 0, "%s: gradients %d-%d and %d-%d on two streams: %zu elements "
-                      "differ from one call", what, sp[0][0], sp[0][1], sp[1][0], sp[1][1], diff);
-    }
-    for (cudaStream_t s : st)
-        CUDA_OK(cudaStreamDestroy(s));
-    const size_t end[6] = {off[1], off[2], off[3], off[4], off[5], P};
-    printf("  wgmma weight grads %3d/%3d/%3d/%3d B %5d, inputs ±%g:", d.enc, d.h1, d.h2, d.aux, B,
-           (double)scale);
-    double worst = 0;
-    for (int i = 0; i < 6; i++)
-        worst = fmax(worst, rel_error(&got[off[i]], &ref[off[i]], end[i] - off[i], names[i], what));
+        for (cudaStream_t s : st)
+            CUDA_OK(cudaStreamDestroy(s));
+        printf("  wgmma weight grads %3d/%3d/%3d/%3d B %5d, inputs ±%g, %-5s:", d.enc, d.h1, d.h2,
+               d.aux, B, (double)scale, kinds[kind]);
+        for (int i = 0; i < 6; i++)
+            worst =
+                fmax(worst, rel_error(&got[off[i]], &ref[off[i]], end[i] - off[i], names[i], what));
 
-    /* accumulate: g0 + result */
-    std::vector<float> g0(P);
-    tst_rng_fill(r, g0.data(), P, -scale, scale);
-    CUDA_OK(cudaMemcpy(dg, g0.data(), P * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(call(1, 0));
-    CUDA_OK(cudaDeviceSynchronize());
-    std::vector<float> acc(P);
-    CUDA_OK(cudaMemcpy(acc.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < P; i++)
-        ref[i] += g0[i];
-    printf(" | accumulate:");
-    for (int i = 0; i < 6; i++)
-        worst = fmax(worst, rel_error(&acc[off[i]], &ref[off[i]], end[i] - off[i], names[i], what));
-    printf(" (limit %.0e)\n", LAYER_TOL);
-    fflush(stdout);
+        /* accumulate: g0 + result */
+        std::vector<float> g0(P);
+        tst_rng_fill(r, g0.data(), P, -scale, scale);
+        CUDA_OK(cudaMemcpy(dg, g0.data(), P * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_OK(call(1, 0));
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> acc(P);
+        CUDA_OK(cudaMemcpy(acc.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
+        std::vector<double> ref_acc(ref);
+        for (size_t i = 0; i < P; i++)
+            ref_acc[i] += g0[i];
+        printf(" | accumulate:");
+        for (int i = 0; i < 6; i++)
+            worst = fmax(
+                worst, rel_error(&acc[off[i]], &ref_acc[off[i]], end[i] - off[i], names[i], what));
+        printf(" (limit %.0e)\n", LAYER_TOL);
+        fflush(stdout);
+    }
     for (int i = 0; i < 6; i++)
         cudaFree(dev[i]);
     cudaFree(dg), cudaFree(dpart);
@@ -991,6 +1022,14 @@ START_TEST(outside_the_domain_is_refused)
                      cudaErrorInvalidValue);
     ck_assert_int_eq(v3_wgmma_weight_grads(td, in, in, in, in, in, in, 16, NULL, 0, part, 0, 0),
                      cudaErrorInvalidValue);
+    for (int kernel : {V3_WGMMA_WGRAD_AUTO - 1, V3_WGMMA_WGRAD_WIDE + 1})
+        ck_assert_int_eq(v3_wgmma_weight_grads_as(td, in, in, in, in, in, in, 16, &tg, 0, part, 0,
+                                                  2, kernel, 0, 0),
+                         cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_weight_grads_kernel(0), V3_WGMMA_WGRAD_AUTO);
+    ck_assert_int_eq(v3_wgmma_weight_grads_kernel(1), V3_WGMMA_WGRAD_LOADS);
+    ck_assert_int_eq(v3_wgmma_weight_grads_kernel(V3_WGMMA_WGRAD_WIDE_MIN_BATCH),
+                     V3_WGMMA_WGRAD_WIDE);
     for (int i = 0; i < 7; i++)
         for (int bad = 0; bad < 2; bad++) {
             const float *p[7] = {in, in, in, in, in, in, part};
