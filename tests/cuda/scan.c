@@ -109,6 +109,35 @@ static int sass_opcode_is_atomic(const char *s, size_t n)
     return strstr(op, "UTMAREDG") != NULL || strstr(op, "UBLKRED") != NULL;
 }
 
+/* The opcode of a cuobjdump instruction line [p, eol), "/ *addr* /  [@P0]
+ * OPCODE operands ; / *encoding* /": its start, and its length in *n; NULL
+ * for any other line. */
+static const char *sass_opcode(const char *p, const char *eol, size_t *n)
+{
+    const char *s = p;
+    while (s < eol && isspace((unsigned char)*s))
+        s++;
+    if (eol - s <= 2 || s[0] != '/' || s[1] != '*')
+        return NULL;
+    const char *close = strstr(s + 2, "*/");
+    if (!close || close >= eol)
+        return NULL;
+    s = close + 2;
+    for (;;) {
+        while (s < eol && isspace((unsigned char)*s))
+            s++;
+        const char *t = s;
+        while (t < eol && !isspace((unsigned char)*t) && *t != ';')
+            t++;
+        if (t > s && *s == '@') { /* guard predicate */
+            s = t;
+            continue;
+        }
+        *n = (size_t)(t - s);
+        return t > s ? s : NULL;
+    }
+}
+
 int scan_sass_atomics(const char *sass, char *first, size_t first_len)
 {
     int found = 0, line = 1;
@@ -117,32 +146,51 @@ int scan_sass_atomics(const char *sass, char *first, size_t first_len)
         const char *eol = strchr(p, '\n');
         if (!eol)
             eol = p + strlen(p);
-        /* Instruction lines: "/ *addr* /  [@P0] OPCODE operands ; / *encoding* /". */
-        const char *s = p;
-        while (s < eol && isspace((unsigned char)*s))
-            s++;
-        if (eol - s > 2 && s[0] == '/' && s[1] == '*') {
-            const char *close = strstr(s + 2, "*/");
-            if (close && close < eol) {
-                s = close + 2;
-                for (;;) {
-                    while (s < eol && isspace((unsigned char)*s))
-                        s++;
-                    const char *t = s;
-                    while (t < eol && !isspace((unsigned char)*t) && *t != ';')
-                        t++;
-                    if (t > s && *s == '@') { /* guard predicate */
-                        s = t;
-                        continue;
-                    }
-                    if (t > s && sass_opcode_is_atomic(s, (size_t)(t - s))) {
-                        if (!found)
-                            note(first, first_len, line, s, (size_t)(eol - s));
-                        found++;
-                    }
+        size_t n = 0;
+        const char *op = sass_opcode(p, eol, &n);
+        if (op && sass_opcode_is_atomic(op, n)) {
+            if (!found)
+                note(first, first_len, line, op, (size_t)(eol - op));
+            found++;
+        }
+        p = *eol ? eol + 1 : eol;
+        line++;
+    }
+    return found;
+}
+
+int scan_sass_serialized_wgmma(const char *sass, char *first, size_t first_len)
+{
+    int found = 0, line = 1, fn_line = 0, hgmma = 0, ends = 0;
+    const char *p = sass, *fn = NULL, *fn_end = NULL;
+    for (;;) {
+        const char *eol = strchr(p, '\n');
+        if (!eol)
+            eol = p + strlen(p);
+        const char *f = strstr(p, "Function : ");
+        const int new_fn = f && f < eol;
+        if (new_fn || !*p) { /* the function before ends here */
+            if (hgmma >= 2 && ends == hgmma) {
+                if (!found)
+                    note(first, first_len, fn_line, fn, (size_t)(fn_end - fn));
+                found++;
+            }
+            if (!*p)
+                break;
+            fn = f + strlen("Function : "), fn_end = eol, fn_line = line;
+            hgmma = ends = 0;
+        }
+        size_t n = 0;
+        const char *op = sass_opcode(p, eol, &n);
+        if (op && n >= 5 && strncmp(op, "HGMMA", 5) == 0) {
+            const char *semi = memchr(op, ';', (size_t)(eol - op));
+            const char *end = semi ? semi : eol;
+            hgmma++;
+            for (const char *q = op; q + 4 <= end; q++)
+                if (strncmp(q, "gsb0", 4) == 0) {
+                    ends++;
                     break;
                 }
-            }
         }
         p = *eol ? eol + 1 : eol;
         line++;

@@ -21,6 +21,14 @@ int scan_ptx_atomics(const char *ptx, char *first, size_t first_len);
  * the register-only REDUX) or a TMA/bulk reduction (UTMAREDG, UBLKRED). */
 int scan_sass_atomics(const char *sass, char *first, size_t first_len);
 
+/* cuobjdump --dump-sass: functions whose wgmma instructions (HGMMA, at
+ * least two) each close a group of their own (each names the gsb0 barrier):
+ * ptxas serialises a kernel's wgmmas so, waiting for each before the next
+ * (its "C7515" advisory), when registers of the accumulators are defined
+ * by other instructions in between; cuda-v3's kernels issue a slab's k
+ * steps as one group. */
+int scan_sass_serialized_wgmma(const char *sass, char *first, size_t first_len);
+
 /* C/CUDA source: identifiers that, lower-cased with '_' removed, start with
  * dx, gradx, xgrad, dinput, gradinput or inputgrad (dx, dX, dx_in, dx_in_out,
  * d_x, grad_x, x_grad, ...). Comments, string and character literals are

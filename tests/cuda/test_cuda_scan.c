@@ -1,7 +1,8 @@
 /*
  * test_cuda_scan.c — the CUDA plugins' checks that need no GPU, so CI runs
  * them: no atomic or reduction-to-memory instruction in the kernels' PTX (and
- * in the plugin's SASS where cuobjdump exists), no dx-style symbol in the
+ * in the plugin's SASS where cuobjdump exists, which must not hold wgmma
+ * instructions that ptxas serialised either), no dx-style symbol in the
  * kernel and plugin sources, and fixtures proving each scanner fails when it
  * should. (The exported-symbol check of every plugin is in tests/unit.)
  *
@@ -123,6 +124,42 @@ START_TEST(sass_scanner_catches_atomics)
 }
 END_TEST
 
+START_TEST(sass_scanner_catches_serialized_wgmma)
+{
+#define FN(name) "\t\tFunction : " name "\n"
+#define INS(addr, text) \
+    "        /*" addr "*/                   " text " ;  /* 0x05e00000141879f0 */\n"
+#define HGMMA "HGMMA.64x128x8.F32.TF32 R24, gdesc[UR20], R24"
+    static const fixture_t cases[] = {
+        /* a slab's four k steps in one group, as cuda-v3 issues them */
+        {FN("_Z11good_kernelv") INS("0100", "WARPGROUP.ARRIVE") INS("0110", HGMMA)
+             INS("0120", HGMMA) INS("0130", HGMMA) INS("0140", HGMMA ", gsb0")
+                 INS("0150", "WARPGROUP.DEPBAR.LE gsb0, 0x1"),
+         0},
+        /* serialised: every wgmma its own group, waited for at once */
+        {FN("_Z10bad_kernelv") INS("0100", "WARPGROUP.ARRIVE") INS("0110", HGMMA ", gsb0")
+             INS("0120", "WARPGROUP.DEPBAR.LE gsb0, 0x0") INS("0130", "WARPGROUP.ARRIVE")
+                 INS("0140", HGMMA ", gsb0") INS("0150", "WARPGROUP.DEPBAR.LE gsb0, 0x0"),
+         1},
+        /* the second of two functions, with a guard predicate */
+        {FN("_Z11good_kernelv") INS("0110", HGMMA) INS("0120", HGMMA ", gsb0") FN("_Z10bad_kernelv")
+             INS("0110", "@P0 " HGMMA ", gsb0") INS("0120", "@P0 " HGMMA ", gsb0"),
+         1},
+        /* one wgmma in a function is one group, whatever it names */
+        {FN("_Z10one_kernelv") INS("0110", HGMMA ", gsb0"), 0},
+        /* no wgmma at all; gsb0 in a comment is no instruction */
+        {FN("_Z10ffma_kernelv") INS(
+             "0110", "FFMA R1, R2, R3, R4") "        /* HGMMA gsb0 */\n        /* HGMMA gsb0 */\n",
+         0},
+    };
+#undef HGMMA
+#undef INS
+#undef FN
+    expect_findings("SASS wgmma", scan_sass_serialized_wgmma, cases,
+                    sizeof cases / sizeof cases[0]);
+}
+END_TEST
+
 START_TEST(source_scanner_catches_dx)
 {
     static const fixture_t cases[] = {
@@ -205,7 +242,7 @@ static char *shell_quoted(const char *s, char *buf, size_t len)
     return buf;
 }
 
-START_TEST(sass_has_no_atomics)
+START_TEST(sass_has_no_atomics_nor_serialized_wgmma)
 {
     char tool[1024], lib[1024], cmd[2200];
     snprintf(cmd, sizeof cmd, "%s --dump-sass %s 2>&1", shell_quoted(g_files[0], tool, sizeof tool),
@@ -223,7 +260,11 @@ START_TEST(sass_has_no_atomics)
     for (size_t k = 0; k < N_KERNEL_NAMES; k++)
         ck_assert_msg(scan_count(sass, kernel_names[k]) > 0, "kernel %s not in the SASS",
                       kernel_names[k]);
-    printf("SASS scan: %d functions, no atomics\n", functions);
+    n = scan_sass_serialized_wgmma(sass, first, sizeof first);
+    ck_assert_msg(n == 0, "%s: %d functions issue every wgmma as a group of its own, first %s",
+                  g_files[1], n, first);
+    printf("SASS scan: %d functions, no atomics, %d wgmma instructions, none serialised\n",
+           functions, scan_count(sass, "HGMMA"));
     free(sass);
 }
 END_TEST
@@ -238,6 +279,7 @@ static Suite *make_suite(const char *mode)
     if (strcmp(mode, "fixtures") == 0) {
         tcase_add_test(tc, ptx_scanner_catches_atomics);
         tcase_add_test(tc, sass_scanner_catches_atomics);
+        tcase_add_test(tc, sass_scanner_catches_serialized_wgmma);
         tcase_add_test(tc, source_scanner_catches_dx);
     } else if (strcmp(mode, "ptx") == 0) {
         tcase_add_test(tc, ptx_has_no_atomics);
@@ -246,7 +288,7 @@ static Suite *make_suite(const char *mode)
     } else if (strcmp(mode, "source") == 0) {
         tcase_add_test(tc, sources_have_no_dx_symbol);
     } else if (strcmp(mode, "sass") == 0) {
-        tcase_add_test(tc, sass_has_no_atomics);
+        tcase_add_test(tc, sass_has_no_atomics_nor_serialized_wgmma);
     } else {
         return NULL;
     }
