@@ -901,6 +901,9 @@ __device__ __forceinline__ void wgrad_wide_body(const WGrads &G, const WGrad &Q,
 #pragma unroll
         for (int e = 0; e < WT_HALF; e++)
             va[e] = ra[e * BM + col];
+        /* summed as they are loaded, for every gradient: kept live across g's
+         * stores instead, a's values made ptxas serialise the wgmmas
+         * (C7515; the SASS scan of test_cuda_scan fails on that) */
 #pragma unroll
         for (int e = 0; e < WT_HALF; e++)
             dba += va[e];
