@@ -697,7 +697,6 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
 #endif
 }
 
-
 /* The weight gradients fed by the copy engine (v3_wgmma_wgrad_tma_kernel):
  * the same blocks, k order and bits as v3_wgmma_wgrad_kernel, but each
  * block's operands arrive as row-major boxes of WT_HALF batch rows x 128
@@ -838,7 +837,8 @@ __global__ void __launch_bounds__(NT, 1)
 /* The weight gradients on wide tiles (v3_wgmma_wgrad_wide_kernel): a block
  * owns 128 rows of a gradient (a's m) and WW_BN = 256 of its columns (g's
  * n), twice a 128 x 128 tile's work for the same a, so per unit of work a
- * slab moves a third fewer bytes through shared memory: the transposes of a
+ * slab moves about a fifth fewer bytes through shared memory (112 KiB per
+ * 128 x 128 x 32 unit against 144): the transposes of a
  * are shared by the two halves, and each warpgroup's m64n256k8 reads its A
  * once where two m64n128k8 would read it twice. Shared memory is what bounds
  * the 128 x 128 kernels (docs/perf-notes-v3-fast.md, "Wide tiles for the
@@ -1604,8 +1604,9 @@ int wgrad_max_blocks(WgradKind k) { return k == WGK_LOADS ? WG_MAX_BLOCKS : WT_M
  * at 2,048): the grid there is too small to hide a block's chain of slabs
  * (docs/perf-notes-v3-fast.md, "Short chunks at small batches" and "Two
  * narrow blocks per SM"; at 4,096 the short plan measured 2 µs slower). nc
- * chunks of len rows cover the batch and none is empty. tn: g's columns per
- * tile (wgrad_tile_n). */
+ * chunks of len rows cover the batch and none is empty. */
+
+/* The tiles of an m x n gradient, tn columns wide (wgrad_tile_n). */
 int wgrad_tile_count(int m, int n, int tn) { return ((m + BM - 1) / BM) * ((n + tn - 1) / tn); }
 
 /* Whether a kind computes the m x n gradient as its transpose: the wide
@@ -1941,7 +1942,7 @@ extern "C" cudaError_t v3_wgmma_weight_grads_as(atk_dims_t d, const float *x, co
         Q.m = Q.swap ? ns[q] : ms[q], Q.n = Q.swap ? ms[q] : ns[q];
         Q.tiles_n = (Q.n + tn - 1) / tn;
         Q.dw_off = off[2 * q], Q.db_off = off[2 * q + 1];
-        tiles += ((Q.m + BM - 1) / BM) * Q.tiles_n;
+        tiles += wgrad_tile_count(Q.m, Q.n, tn);
     }
     G.partials = partials, G.stride = off[6], G.batch = batch, G.chunk_len = len;
     cudaError_t e;
