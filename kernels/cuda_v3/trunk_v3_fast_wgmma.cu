@@ -249,8 +249,11 @@ __device__ __forceinline__ float4 block_column(const float4 (&r)[4], int c)
  * 4 x 4 transpose in registers, four 16-byte stores of 4 consecutive k. Store
  * s of lane g writes column (s + g/2) mod 4, so that the 8 lanes of a
  * quarter-warp write rows 4g + c with 8 distinct values of (row mod 8): 8
- * distinct chunk columns of the swizzle, no bank conflict. w is 16-byte
- * aligned and n a multiple of 4 (the host checks). */
+ * distinct chunk columns of the swizzle, no bank conflict. Every load of a
+ * thread (32 for a 128-column slice, 16 for a 64-column one) is issued
+ * before its first store, so the slice costs one trip to L2, not one per
+ * block of rows (a block past K loads zeros and stores nothing). w is
+ * 16-byte aligned and n a multiple of 4 (the host checks). */
 template <int TN>
 __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &L, int n0, int ks_n)
 {
@@ -258,29 +261,37 @@ __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &
     constexpr int LANES = TN / 4;   /* lanes across the slice's columns */
     constexpr int SUB = 32 / LANES; /* 4-row blocks per warp at a time */
     constexpr int PER_PASS = NT / 32 * SUB;
+    constexpr int PASSES = KMAX / 4 / PER_PASS;
     const int tid = threadIdx.x, g = tid & 31, n = 4 * (g % LANES);
     const bool in_n = n0 + n < L.n;
     const float *col = L.w + n0 + n;
+    float4 r[PASSES][4];
 #pragma unroll
-    for (int i = 0; i < KMAX / 4 / PER_PASS; i++) {
+    for (int i = 0; i < PASSES; i++) {
         const int kb = (tid >> 5) * SUB + g / LANES + PER_PASS * i; /* 4-row block */
-        if (kb >= ks_n * (BK / 4))
-            break;
-        float4 r[4];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int k = 4 * kb + e;
-            r[e] = in_n && k < L.k ? __ldg(reinterpret_cast<const float4 *>(col + (size_t)k * L.n))
-                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            r[e] = make_float4(to_tf32_rn(r[e].x), to_tf32_rn(r[e].y), to_tf32_rn(r[e].z),
-                               to_tf32_rn(r[e].w));
+            r[i][e] = in_n && k < L.k
+                          ? __ldg(reinterpret_cast<const float4 *>(col + (size_t)k * L.n))
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
+    }
+#pragma unroll
+    for (int i = 0; i < PASSES; i++) {
+        const int kb = (tid >> 5) * SUB + g / LANES + PER_PASS * i;
+        if (kb >= ks_n * (BK / 4))
+            break;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            r[i][e] = make_float4(to_tf32_rn(r[i][e].x), to_tf32_rn(r[i][e].y),
+                                  to_tf32_rn(r[i][e].z), to_tf32_rn(r[i][e].w));
         const int k0 = 4 * kb;
 #pragma unroll
         for (int st = 0; st < 4; st++) {
             const int c = (st + (g >> 1)) & 3;
             *reinterpret_cast<float4 *>(wt + (k0 / BK) * WSLAB + sw128_off(n + c, k0 % BK)) =
-                block_column(r, c);
+                block_column(r[i], c);
         }
     }
 }
@@ -978,9 +989,15 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
-/* The chunk sum: dst = (accumulate ? dst : 0) + partial 0 + partial 1 + …, in
- * chunk order, 4 floats per thread (every segment of the flat layout starts
- * and ends on a multiple of 4). */
+/* The chunk sum: dst = (accumulate ? dst : 0) + (partial 0 + partial 1 +
+ * …), the partials added in chunk order, 4 floats per thread (every segment
+ * of the flat layout starts and ends on a multiple of 4). A thread issues
+ * the loads of SUM_AHEAD partials (and of dst) before it adds the first of
+ * them, so that a sum of up to SUM_AHEAD + 1 chunks waits for one trip to
+ * L2, not one per few chunks; the order of the additions is unchanged. The
+ * launch bound lets ptxas keep them all in registers (96; its default for
+ * 256 threads interleaves loads and adds in 32), still two blocks per SM:
+ * the production topology's sum is 160 blocks, one wave. */
 struct WSum {
     const float *partials;
     size_t stride;
@@ -992,8 +1009,14 @@ struct WSum {
 };
 
 constexpr int SUM_THREADS = 256;
+constexpr int SUM_AHEAD = 16; /* partials in flight per thread */
 
-__global__ void __launch_bounds__(SUM_THREADS)
+__device__ __forceinline__ float4 add4(float4 a, float4 b)
+{
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+__global__ void __launch_bounds__(SUM_THREADS, 1)
     v3_wgmma_wgrad_sum_kernel(const __grid_constant__ WSum R)
 {
     v2pdl::pdl_wait(); /* every partial is written */
@@ -1004,17 +1027,21 @@ __global__ void __launch_bounds__(SUM_THREADS)
     int q = 0;
     while (i >= R.end[q])
         q++;
-    float4 s = *reinterpret_cast<const float4 *>(R.partials + i);
-    for (int c = 1; c < R.nc; c++) {
-        const float4 v = *reinterpret_cast<const float4 *>(R.partials + (size_t)c * R.stride + i);
-        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-    }
     float4 *const d = reinterpret_cast<float4 *>(R.dst[q] + (i - (q ? R.end[q - 1] : 0)));
-    if (R.accumulate) {
-        const float4 o = *d;
-        s = make_float4(o.x + s.x, o.y + s.y, o.z + s.z, o.w + s.w);
+    const float4 o = R.accumulate ? *d : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float *const p = R.partials + i;
+    float4 s = *reinterpret_cast<const float4 *>(p);
+    for (int c0 = 1; c0 < R.nc; c0 += SUM_AHEAD) {
+        float4 v[SUM_AHEAD];
+#pragma unroll
+        for (int j = 0; j < SUM_AHEAD; j++) /* past the last chunk: the last again, unused */
+            v[j] = *reinterpret_cast<const float4 *>(p + (size_t)min(c0 + j, R.nc - 1) * R.stride);
+#pragma unroll
+        for (int j = 0; j < SUM_AHEAD; j++)
+            if (c0 + j < R.nc)
+                s = add4(s, v[j]);
     }
-    *d = s;
+    *d = R.accumulate ? add4(o, s) : s;
 }
 
 /* ------------------------------------------------------ the chain -- */
