@@ -69,7 +69,6 @@ namespace {
 
 using v3sync::mbar_expect_tx;
 using v3sync::mbar_init;
-using v3sync::mbar_wait;
 using v3sync::mbar_wait_cta;
 using v3sync::smem_u32;
 
@@ -467,7 +466,7 @@ __global__ void __launch_bounds__(NT, 1)
          * the barrier every warpgroup's, so thread 0 refills that stage. */
         for (int ks = 0; ks < ks_n; ks++) {
             const int t = i * ks_n + ks, s = t % NS;
-            mbar_wait(bars + 8 * s, (unsigned)(t / NS) & 1u);
+            mbar_wait_cta(bars + 8 * s, (unsigned)(t / NS) & 1u);
             wgmma_fence();
             /* a tall or narrow tile: this warpgroup's 64 rows of the slab, all
              * of Wᵀ's slab; a short one: the slab, this warpgroup's 64 rows of Wᵀ's
@@ -789,7 +788,7 @@ struct WGradRing {
      * generic address of the aligned base, the ring off bytes after it). */
     __device__ __forceinline__ const float *wait(int j, unsigned char *gbase, unsigned off) const
     {
-        mbar_wait(bars + 8 * (j % NR), (unsigned)(j / NR) & 1u);
+        mbar_wait_cta(bars + 8 * (j % NR), (unsigned)(j / NR) & 1u);
         return reinterpret_cast<const float *>(gbase + off + (j % NR) * RAW);
     }
 };
