@@ -88,8 +88,8 @@ extern "C" {
 #define V3_WGMMA_WGRAD_TMA_MIN_BATCH 2049
 /* Smallest batch whose weight gradients run on wide tiles (128 rows x 256
  * columns; docs/perf-notes-v3-fast.md, "Wide tiles for the weight
- * gradients"). */
-#define V3_WGMMA_WGRAD_WIDE_MIN_BATCH 49152
+ * gradients", "The wide tiles' threshold after the faster sum"). */
+#define V3_WGMMA_WGRAD_WIDE_MIN_BATCH 32768
 
 size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch);
 
