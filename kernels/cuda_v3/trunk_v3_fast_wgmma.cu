@@ -262,12 +262,13 @@ __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &
     constexpr int PER_PASS = NT / 32 * SUB;
     constexpr int PASSES = KMAX / 4 / PER_PASS;
     const int tid = threadIdx.x, g = tid & 31, n = 4 * (g % LANES);
+    const int kb0 = (tid >> 5) * SUB + g / LANES; /* the thread's first 4-row block */
     const bool in_n = n0 + n < L.n;
     const float *col = L.w + n0 + n;
     float4 r[PASSES][4];
 #pragma unroll
     for (int i = 0; i < PASSES; i++) {
-        const int kb = (tid >> 5) * SUB + g / LANES + PER_PASS * i; /* 4-row block */
+        const int kb = kb0 + PER_PASS * i;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int k = 4 * kb + e;
@@ -278,7 +279,7 @@ __device__ __forceinline__ void stage_wt_block4(unsigned char *wt, const Layer &
     }
 #pragma unroll
     for (int i = 0; i < PASSES; i++) {
-        const int kb = (tid >> 5) * SUB + g / LANES + PER_PASS * i;
+        const int kb = kb0 + PER_PASS * i;
         if (kb >= ks_n * (BK / 4))
             break;
 #pragma unroll
