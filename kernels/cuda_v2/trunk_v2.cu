@@ -1603,3 +1603,10 @@ extern "C" cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, con
 {
     return tree_sum_of(d, partials, nodes, gr, accumulate, 0, 2, stream);
 }
+
+extern "C" cudaError_t v2_tree_sum_of(atk_dims_t d, float *partials, int nodes,
+                                      const atk_grads_t *gr, int accumulate, int first, int last,
+                                      cudaStream_t stream)
+{
+    return tree_sum_of(d, partials, nodes, gr, accumulate, first, last, stream);
+}

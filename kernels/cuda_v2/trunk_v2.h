@@ -105,6 +105,13 @@ cudaError_t v2_transpose_hidden_weights(atk_dims_t d, const atk_params_t *p, flo
  * which wrote the nodes. nodes >= 1 (one node is copied, or added). */
 cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, const atk_grads_t *g,
                         int accumulate, cudaStream_t stream);
+/* The same tree for the gradients first..last only (0: dW1, db1; 1: dW2,
+ * db2; 2: dW3, db3; 0 <= first <= last <= 2): it reads and writes only
+ * their parts of the nodes and of g, so two calls on disjoint ranges may
+ * run at once on two streams (each gradient gets the bits of v2_tree_sum).
+ * cudaErrorInvalidValue (nothing launched) outside that domain. */
+cudaError_t v2_tree_sum_of(atk_dims_t d, float *partials, int nodes, const atk_grads_t *g,
+                           int accumulate, int first, int last, cudaStream_t stream);
 
 /* Loads every kernel of this file and of trunk_v2_rows.cu on the current
  * device (even under lazy module loading), so that no later launch loads

@@ -1181,7 +1181,8 @@ extern "C" cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, c
         return v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     if (batch >= V3_SGEMM_MIN_BATCH &&
         v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, workspace, batch))
-        return v3_sgemm_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+        return v3_sgemm_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace,
+                                        stream, side, fork, join);
     if (batch < V3_FORK_MIN_BATCH)
         return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     return v2_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream, side,

@@ -506,10 +506,65 @@ extern "C" cudaError_t v3_sgemm_forward(atk_dims_t d, const atk_params_t *p, con
     return launch_gemm<EPI_BIAS>(g[2], d.h2, stream, true);
 }
 
-extern "C" cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                         const float *h1, const float *h2, const float *dout,
-                                         int batch, const atk_grads_t *gr, int accumulate,
-                                         float *workspace, cudaStream_t stream)
+namespace {
+
+/* The weight- and bias-gradient launch of the gradients first..last (and
+ * their tree), with the chunk plan of all three: a gradient outside the
+ * range gets no blocks, so each one's blocks, fold and nodes are those of
+ * the whole launch and it gets the same bits. */
+cudaError_t grads_of(atk_dims_t d, const float *const (&acts)[3], const float *const (&grads)[3],
+                     int batch, const atk_grads_t *gr, int accumulate, float *partials, int first,
+                     int last, bool pdl, cudaStream_t stream)
+{
+    const int nc = auxtrunk_canon_chunks(batch);
+    const bool single = nc == 1;
+    const v2_grad_layout_t L = v2_grad_layout(d);
+    Grads G = {};
+    float *const dw_dst[3] = {single ? gr->dw1 : partials + L.off[0],
+                              single ? gr->dw2 : partials + L.off[2],
+                              single ? gr->dw3 : partials + L.off[4]};
+    v2gemm::weight_grads(G.dw, d, acts, grads, dw_dst);
+    G.g[0] = grads[0], G.g[1] = grads[1], G.g[2] = grads[2];
+    G.db[0] = single ? gr->db1 : partials + L.off[1];
+    G.db[1] = single ? gr->db2 : partials + L.off[3];
+    G.db[2] = single ? gr->db3 : partials + L.off[5];
+    G.db_n[0] = d.h1, G.db_n[1] = d.h2, G.db_n[2] = d.aux;
+    int t = 0, all = 0;
+    for (int q = 0; q < 3; q++) {
+        const int tiles = tiles_of(G.dw[q].m, G.dw[q].n);
+        G.start[q] = t;
+        G.tiles_n[q] = (G.dw[q].n + BN - 1) / BN;
+        t += q >= first && q <= last ? tiles : 0;
+        all += tiles;
+    }
+    for (int q = 0; q < 3; q++) {
+        G.start[3 + q] = t;
+        t += q >= first && q <= last ? (G.db_n[q] + NT - 1) / NT : 0;
+    }
+    G.start[6] = t;
+    G.fold = grads_fold(nc, all, grads_slots());
+    const int nodes = (nc + G.fold - 1) / G.fold;
+    G.batch = batch;
+    G.nc = nc;
+    G.node_stride = single ? 0 : L.off[6];
+    G.accumulate = accumulate;
+    cudaError_t e;
+    if ((e = v2pdl::launch(grads_kernel, dim3((unsigned)t, (unsigned)nodes), dim3(NT), SMEM, stream,
+                           pdl, G)) != cudaSuccess ||
+        single)
+        return e;
+    return v2_tree_sum_of(d, partials, nodes, gr, accumulate, first, last, stream);
+}
+
+} /* namespace */
+
+extern "C" cudaError_t v3_sgemm_backward_forked(atk_dims_t d, const atk_params_t *p,
+                                                const float *x, const float *h1, const float *h2,
+                                                const float *dout, int batch,
+                                                const atk_grads_t *gr, int accumulate,
+                                                float *workspace, cudaStream_t stream,
+                                                cudaStream_t side, cudaEvent_t fork,
+                                                cudaEvent_t join)
 {
     if (!v3_sgemm_backward_ok(d, p, x, h1, h2, dout, gr, workspace, batch))
         return cudaErrorInvalidValue;
@@ -529,44 +584,31 @@ extern "C" cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, co
                       .with_b(W.w2t, d.h1)
                       .with_c(W.dh1, d.h1)
                       .with_y(h1);
-    if ((e = launch_gemm<EPI_ELU_GRAD>(g2, d.aux, stream, true)) != cudaSuccess ||
-        (e = launch_gemm<EPI_ELU_GRAD>(g1, d.h2, stream, true)) != cudaSuccess)
+    if ((e = launch_gemm<EPI_ELU_GRAD>(g2, d.aux, stream, true)) != cudaSuccess)
         return e;
-
-    const int nc = auxtrunk_canon_chunks(batch);
-    const bool single = nc == 1;
-    const v2_grad_layout_t L = v2_grad_layout(d);
-    Grads G = {};
     const float *const acts[3] = {x, h1, h2}, *const grads[3] = {W.dh1, W.dh2, dout};
-    float *const dw_dst[3] = {single ? gr->dw1 : W.partials + L.off[0],
-                              single ? gr->dw2 : W.partials + L.off[2],
-                              single ? gr->dw3 : W.partials + L.off[4]};
-    v2gemm::weight_grads(G.dw, d, acts, grads, dw_dst);
-    G.g[0] = W.dh1, G.g[1] = W.dh2, G.g[2] = dout;
-    G.db[0] = single ? gr->db1 : W.partials + L.off[1];
-    G.db[1] = single ? gr->db2 : W.partials + L.off[3];
-    G.db[2] = single ? gr->db3 : W.partials + L.off[5];
-    G.db_n[0] = d.h1, G.db_n[1] = d.h2, G.db_n[2] = d.aux;
-    int t = 0;
-    for (int q = 0; q < 3; q++) {
-        G.start[q] = t;
-        G.tiles_n[q] = (G.dw[q].n + BN - 1) / BN;
-        t += tiles_of(G.dw[q].m, G.dw[q].n);
+    if (!v2_forks(stream, side, fork, join)) {
+        if ((e = launch_gemm<EPI_ELU_GRAD>(g1, d.h2, stream, true)) != cudaSuccess)
+            return e;
+        return grads_of(d, acts, grads, batch, gr, accumulate, W.partials, 0, 2, true, stream);
     }
-    for (int q = 0; q < 3; q++) {
-        G.start[3 + q] = t;
-        t += (G.db_n[q] + NT - 1) / NT;
-    }
-    G.start[6] = t;
-    G.fold = grads_fold(nc, G.start[3], grads_slots());
-    const int nodes = (nc + G.fold - 1) / G.fold;
-    G.batch = batch;
-    G.nc = nc;
-    G.node_stride = single ? 0 : L.off[6];
-    G.accumulate = accumulate;
-    if ((e = v2pdl::launch(grads_kernel, dim3((unsigned)t, (unsigned)nodes), dim3(NT), SMEM, stream,
-                           true, G)) != cudaSuccess ||
-        single)
+    /* Forked: dW2, dW3 (and their tree) need only dh2_pre, so they run on
+     * side beside dh1_pre and dW1, whose blocks fill the SMs that theirs
+     * leave (the same block shape: two of any of them per SM). */
+    if ((e = v2_fork(stream, side, fork)) != cudaSuccess)
         return e;
-    return v2_tree_sum(d, W.partials, nodes, gr, accumulate, stream);
+    const cudaError_t es =
+        grads_of(d, acts, grads, batch, gr, accumulate, W.partials, 1, 2, false, side);
+    if ((e = launch_gemm<EPI_ELU_GRAD>(g1, d.h2, stream, true)) == cudaSuccess)
+        e = grads_of(d, acts, grads, batch, gr, accumulate, W.partials, 0, 0, true, stream);
+    return v2_join(stream, side, join, es, e);
+}
+
+extern "C" cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, const float *x,
+                                         const float *h1, const float *h2, const float *dout,
+                                         int batch, const atk_grads_t *gr, int accumulate,
+                                         float *workspace, cudaStream_t stream)
+{
+    return v3_sgemm_backward_forked(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace,
+                                    stream, NULL, NULL, NULL);
 }

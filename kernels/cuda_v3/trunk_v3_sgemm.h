@@ -29,7 +29,8 @@
  *   backward: W2ᵀ/W3ᵀ copy (v2_transpose_hidden_weights), dh2_pre, dh1_pre,
  *             the dW/db partials of single chunks or chunk pairs (which
  *             of the two: by the batch and the GPU's size), the tree
- *             (v2_tree_sum)
+ *             (v2_tree_sum); in a graph with a second stream, dW2/dW3
+ *             and their tree beside dh1_pre (v3_sgemm_backward_forked)
  * Every launch after the first of a call is a programmatic dependent of
  * the one before (trunk_v2_pdl.cuh).
  * Domain: every width a multiple of 4 and every pointer 16-byte aligned
@@ -82,6 +83,19 @@ cudaError_t v3_sgemm_forward(atk_dims_t d, const atk_params_t *p, const float *x
 cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                               const float *h2, const float *dout, int batch, const atk_grads_t *g,
                               int accumulate, float *workspace, cudaStream_t stream);
+/* v3_sgemm_backward, the same bits, with a second stream to fork onto (as
+ * v2_backward_forked takes it, and where v2_forks says so: in a graph):
+ * once dh2_pre is queued, dW2, db2, dW3, db3 (their blocks of the
+ * weight-gradient launch, with the chunk plan of all three, and their
+ * tree) run on side while dh1_pre, dW1, db1 run on stream. Every launch
+ * has the block shape of every other, so the side's blocks take the slots
+ * that dh1_pre's single wave leaves and dh1_pre's and dW1's take those the
+ * side's last wave leaves. */
+cudaError_t v3_sgemm_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
+                                     const float *h1, const float *h2, const float *dout, int batch,
+                                     const atk_grads_t *g, int accumulate, float *workspace,
+                                     cudaStream_t stream, cudaStream_t side, cudaEvent_t fork,
+                                     cudaEvent_t join);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /*
  * test_cuda_plugin.c — an exact CUDA plugin (built once per plugin: CUDA_PLUGIN
  * names its libauxtrunk.so, CUDA_IMPL and CUDA_KERNEL_VERSION what it must
- * report; test_cuda_v1 and test_cuda_v2) against the canonical order: forward, infer and all six gradients bit-identical to the
+ * report; test_cuda_v1, test_cuda_v2 and test_cuda_v3) against the canonical
+ * order: forward, infer and all six gradients bit-identical to the
  * literal canonical reference (tests/support canon32) and to the CPU plugin,
  * close to the double reference (ref64); accumulate mode; outputs poisoned
  * before every call, fully written after, nothing written outside them (guard
@@ -11,7 +12,7 @@
  * AUXTRUNK_CAP_FAST_MODE: their fast mode is checked against ref64 within that
  * documented tolerance, for determinism, graph replay and its exact fallback.
  *
- * Usage: test_cuda_v1 | test_cuda_v2  api | gpu
+ * Usage: test_cuda_v1 | test_cuda_v2 | test_cuda_v3  api | gpu
  *   api  needs no GPU: entry, names, caps, init refusals (CI runs it);
  *   gpu  needs a CUDA device; without one every case prints
  *        "no CUDA device" and passes, and the program exits 77 (ctest: skipped).
@@ -827,13 +828,19 @@ START_TEST(graph_replay_equals_eager)
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x55);
     /* a small topology and the production one at batches where a plugin may
-     * fork its backward onto a stream of its own inside a capture */
+     * fork its backward onto a stream of its own inside a capture, and
+     * where the plugin has one, through its large-batch path */
+#ifdef CUDA_LARGE_EXACT_MIN_BATCH
+    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION, PRODUCTION, PRODUCTION};
+    const int batches[] = {513, 257, 4096, CUDA_LARGE_EXACT_MIN_BATCH + 3};
+#else
     const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION, PRODUCTION};
     const int batches[] = {513, 257, 4096};
+#endif
     const auxtrunk_api_t *api = plugin(&g_cuda);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    for (int t = 0; t < 3; t++) {
+    for (size_t t = 0; t < sizeof batches / sizeof batches[0]; t++) {
         auxtrunk_handle_t *h = open_handle(api, dims[t], batches[t], -1);
         problem_t pb = problem_new(dims[t], batches[t], &r);
         outputs_t o = outputs_new(&pb);
@@ -1563,7 +1570,7 @@ int main(int argc, char **argv)
     }
     const char *quick = getenv("AUXTRUNK_CUDA_TEST_QUICK");
     g_quick = quick && *quick && strcmp(quick, "0") != 0;
-    g_seed = tst_seed("test_cuda_v1");
+    g_seed = tst_seed("test_cuda_plugin (" CUDA_IMPL ")");
     g_counts =
         mmap(NULL, sizeof *g_counts, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_counts == MAP_FAILED) {
