@@ -97,12 +97,12 @@ cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
                         const float *h2, const float *dout, int batch, const atk_grads_t *g,
                         int accumulate, float *workspace, cudaStream_t stream);
 /* v3_backward, the same bits, with a second stream to fork onto (as
- * v2_backward_forked takes it): in a graph, the batches from
- * V3_FORK_MIN_BATCH fork dW2 and dW3 beside dh1_pre and dW1, on cuda-v2's
- * kernels (v2_backward_forked) or the large-batch core's
- * (v3_sgemm_backward_forked); smaller batches (at 256 the fork measured
- * 0.4 µs slower on the H200, level at 512) and eager calls run as
- * v3_backward. */
+ * v2_backward_forked takes it): the batches from V3_FORK_MIN_BATCH fork
+ * dW2 and dW3 beside dh1_pre and dW1, on cuda-v2's kernels in a graph
+ * (v2_backward_forked) or on the large-batch core's in a graph and in
+ * eager calls (v3_sgemm_backward_forked); smaller batches (at 256 the
+ * fork measured 0.4 µs slower on the H200, level at 512) and cuda-v2's
+ * eager calls run as v3_backward. */
 #define V3_FORK_MIN_BATCH 1024
 cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                                const float *h2, const float *dout, int batch, const atk_grads_t *g,

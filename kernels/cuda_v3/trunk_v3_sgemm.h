@@ -29,8 +29,8 @@
  *   backward: W2ᵀ/W3ᵀ copy (v2_transpose_hidden_weights), dh2_pre, dh1_pre,
  *             the dW/db partials of single chunks or chunk pairs (which
  *             of the two: by the batch and the GPU's size), the tree
- *             (v2_tree_sum); in a graph with a second stream, dW2/dW3
- *             and their tree beside dh1_pre (v3_sgemm_backward_forked)
+ *             (v2_tree_sum); with a second stream, dW2/dW3 and their
+ *             tree beside dh1_pre (v3_sgemm_backward_forked)
  * Every launch after the first of a call is a programmatic dependent of
  * the one before (trunk_v2_pdl.cuh).
  * Domain: every width a multiple of 4 and every pointer 16-byte aligned
@@ -84,7 +84,9 @@ cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, const float *
                               const float *h2, const float *dout, int batch, const atk_grads_t *g,
                               int accumulate, float *workspace, cudaStream_t stream);
 /* v3_sgemm_backward, the same bits, with a second stream to fork onto (as
- * v2_backward_forked takes it, and where v2_forks says so: in a graph):
+ * v2_backward_forked takes it; in a graph and, unlike cuda-v2, in eager
+ * calls too, where side is not stream and the stream's capture status can
+ * be read):
  * once dh2_pre is queued, dW2, db2, dW3, db3 (their blocks of the
  * weight-gradient launch, with the chunk plan of all three, and their
  * tree) run on side while dh1_pre, dW1, db1 run on stream. Every launch
