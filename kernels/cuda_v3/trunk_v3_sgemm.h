@@ -32,7 +32,8 @@
  *             (v2_tree_sum); with a second stream, dW2/dW3 and their
  *             tree beside dh1_pre (v3_sgemm_backward_forked)
  * Every launch after the first of a call is a programmatic dependent of
- * the one before (trunk_v2_pdl.cuh).
+ * the one before on its stream (trunk_v2_pdl.cuh), but the first on the
+ * second stream, which waits for dh2_pre by an event.
  * Domain: every width a multiple of 4 and every pointer 16-byte aligned
  * (v3_sgemm_forward_ok, v3_sgemm_backward_ok); the workspace is cuda-v2's
  * carve (v2_workspace_carve) with room for the nodes
