@@ -231,10 +231,22 @@ START_TEST(test_task_vs_double)
         for (uint32_t b = 0; b < 256; b++)
             hits[ath_replay_index(task.key, s, b, task.log2n)]++;
     unsigned lo = ~0u, hi = 0;
-    for (uint32_t i = 0; i < task.n; i++)
+    double chi2 = 0.0;
+    for (uint32_t i = 0; i < task.n; i++) {
         lo = hits[i] < lo ? hits[i] : lo, hi = hits[i] > hi ? hits[i] : hi;
-    /* Each count is Poisson(64) (sd 8): 6 standard deviations either side. */
-    ck_assert_msg(lo >= 16 && hi <= 112, "draw counts in [%u, %u]", lo, hi);
+        const double dev = (double)hits[i] - draws;
+        chi2 += dev * dev / draws;
+    }
+    /* Each of the 16,384 counts is about Poisson(64): one outside [12, 140]
+     * has a probability under 1e-11 per run (the Poisson tails summed over
+     * the samples; [16, 112] failed once in about 3,000 runs). Their
+     * chi-square has n - 1 degrees of freedom (mean n - 1, sd
+     * sqrt(2 (n - 1)), about 181): 8 sd either side, which a generator that
+     * favours or skips even a few percent of the samples leaves. */
+    ck_assert_msg(lo >= 12 && hi <= 140, "draw counts in [%u, %u]", lo, hi);
+    const double dof = (double)task.n - 1.0;
+    ck_assert_msg(fabs(chi2 - dof) <= 8.0 * sqrt(2.0 * dof), "draw counts' chi-square %.1f, dof %.0f",
+                  chi2, dof);
     ath_task_destroy(&task);
 }
 END_TEST
