@@ -1620,19 +1620,6 @@ WgradKind wgrad_kind(int batch)
 int wgrad_tile_n(WgradKind k) { return k == WGK_WIDE ? WW_BN : BN; }
 int wgrad_max_blocks(WgradKind k) { return k == WGK_LOADS ? WG_MAX_BLOCKS : WT_MAX_BLOCKS; }
 
-/* The weight gradients' chunk plan. As cuda-v2's fast mode plans its own:
- * at most min(most / tiles, ceil(batch / 256)) chunks, each a whole number
- * of 32-row slabs, most being one wave of the batch's kernel (WG_MAX_BLOCKS,
- * two blocks per SM, or WT_MAX_BLOCKS, one per SM: 13 chunks of the
- * production topology's 10 128 x 128 tiles, 26 of its 5 wide ones); but
- * where that plan's grid (tiles x chunks) would hold at most a third of most
- * blocks (B <= 2,048 for the production topology), chunks of about 32 rows
- * instead, up to the same cap (16 chunks of 64 rows at B = 1,024, 22 of 96
- * at 2,048): the grid there is too small to hide a block's chain of slabs
- * (docs/perf-notes-v3-fast.md, "Short chunks at small batches" and "Two
- * narrow blocks per SM"; at 4,096 the short plan measured 2 µs slower). nc
- * chunks of len rows cover the batch and none is empty. */
-
 /* The tiles of an m x n gradient, tn columns wide (wgrad_tile_n). */
 int wgrad_tile_count(int m, int n, int tn) { return ((m + BM - 1) / BM) * ((n + tn - 1) / tn); }
 
@@ -1690,6 +1677,18 @@ int wgrad_chunk_bound(atk_dims_t d, int batch)
     return most;
 }
 
+/* The weight gradients' chunk plan. As cuda-v2's fast mode plans its own:
+ * at most min(most / tiles, ceil(batch / 256)) chunks, each a whole number
+ * of 32-row slabs, most being one wave of the batch's kernel (WG_MAX_BLOCKS,
+ * two blocks per SM, or WT_MAX_BLOCKS, one per SM: 13 chunks of the
+ * production topology's 10 128 x 128 tiles, 26 of its 5 wide ones); but
+ * where that plan's grid (tiles x chunks) would hold at most a third of most
+ * blocks (B <= 2,048 for the production topology), chunks of about 32 rows
+ * instead, up to the same cap (16 chunks of 64 rows at B = 1,024, 22 of 96
+ * at 2,048): the grid there is too small to hide a block's chain of slabs
+ * (docs/perf-notes-v3-fast.md, "Short chunks at small batches" and "Two
+ * narrow blocks per SM"; at 4,096 the short plan measured 2 µs slower). nc
+ * chunks of len rows cover the batch and none is empty. */
 void wgrad_chunks(atk_dims_t d, WgradKind k, int batch, int &nc, int &len)
 {
     const int want = wgrad_chunk_want(d, k, batch);

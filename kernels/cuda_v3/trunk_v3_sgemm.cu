@@ -571,10 +571,9 @@ cudaError_t grads_of(atk_dims_t d, const float *const (&acts)[3], const float *c
 
 } /* namespace */
 
-extern "C" cudaError_t v3_sgemm_backward_forked(atk_dims_t d, const atk_params_t *p,
-                                                const float *x, const float *h1, const float *h2,
-                                                const float *dout, int batch,
-                                                const atk_grads_t *gr, int accumulate,
+extern "C" cudaError_t v3_sgemm_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
+                                                const float *h1, const float *h2, const float *dout,
+                                                int batch, const atk_grads_t *gr, int accumulate,
                                                 float *workspace, cudaStream_t stream,
                                                 cudaStream_t side, cudaEvent_t fork,
                                                 cudaEvent_t join)
@@ -615,13 +614,4 @@ extern "C" cudaError_t v3_sgemm_backward_forked(atk_dims_t d, const atk_params_t
     if ((e = launch_gemm<EPI_ELU_GRAD>(g1, d.h2, stream, true)) == cudaSuccess)
         e = grads_of(d, acts, grads, batch, gr, accumulate, W.partials, 0, 0, true, stream);
     return v2_join(stream, side, join, es, e);
-}
-
-extern "C" cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, const float *x,
-                                         const float *h1, const float *h2, const float *dout,
-                                         int batch, const atk_grads_t *gr, int accumulate,
-                                         float *workspace, cudaStream_t stream)
-{
-    return v3_sgemm_backward_forked(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace,
-                                    stream, NULL, NULL, NULL);
 }

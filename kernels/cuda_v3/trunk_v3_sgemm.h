@@ -77,23 +77,20 @@ size_t v3_sgemm_workspace_floats(atk_dims_t d, int max_batch);
  * called on gets pairs); once per device. */
 cudaError_t v3_sgemm_prepare(void);
 
-/* As v2_forward and v2_backward (trunk_v2.h), bit for bit; the calls must be
- * in the domain above (cudaErrorInvalidValue otherwise). */
+/* As v2_forward (trunk_v2.h), bit for bit; the call must be in the domain
+ * above (cudaErrorInvalidValue otherwise). */
 cudaError_t v3_sgemm_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                              float *h1, float *h2, float *out, cudaStream_t stream);
-cudaError_t v3_sgemm_backward(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
-                              const float *h2, const float *dout, int batch, const atk_grads_t *g,
-                              int accumulate, float *workspace, cudaStream_t stream);
-/* v3_sgemm_backward, the same bits, with a second stream to fork onto (as
- * v2_backward_forked takes it; in a graph and, unlike cuda-v2, in eager
- * calls too, where side is not stream and the stream's capture status can
- * be read):
- * once dh2_pre is queued, dW2, db2, dW3, db3 (their blocks of the
- * weight-gradient launch, with the chunk plan of all three, and their
- * tree) run on side while dh1_pre, dW1, db1 run on stream. Every launch
- * has the block shape of every other, so the side's blocks take the slots
- * that dh1_pre's single wave leaves and dh1_pre's and dW1's take those the
- * side's last wave leaves. */
+/* As v2_backward (trunk_v2.h), bit for bit, in the same domain; with a
+ * second stream to fork onto (as v2_backward_forked takes it: side, fork
+ * and join, or NULL for one stream), in a graph and, unlike cuda-v2, in
+ * eager calls too, where side is not stream and the stream's capture
+ * status can be read: once dh2_pre is queued, dW2, db2, dW3, db3 (their
+ * blocks of the weight-gradient launch, with the chunk plan of all three,
+ * and their tree) run on side while dh1_pre, dW1, db1 run on stream. Every
+ * launch has the block shape of every other, so the side's blocks take the
+ * slots that dh1_pre's single wave leaves and dh1_pre's and dW1's take
+ * those the side's last wave leaves. */
 cudaError_t v3_sgemm_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
                                      const float *h1, const float *h2, const float *dout, int batch,
                                      const atk_grads_t *g, int accumulate, float *workspace,

@@ -830,13 +830,12 @@ START_TEST(graph_replay_equals_eager)
     /* a small topology and the production one at batches where a plugin may
      * fork its backward onto a stream of its own inside a capture, and
      * where the plugin has one, through its large-batch path */
-#ifdef CUDA_LARGE_EXACT_MIN_BATCH
     const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION, PRODUCTION, PRODUCTION};
-    const int batches[] = {513, 257, 4096, CUDA_LARGE_EXACT_MIN_BATCH + 3};
-#else
-    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION, PRODUCTION};
-    const int batches[] = {513, 257, 4096};
+    const int batches[] = {513, 257, 4096,
+#ifdef CUDA_LARGE_EXACT_MIN_BATCH
+                           CUDA_LARGE_EXACT_MIN_BATCH + 3
 #endif
+    };
     const auxtrunk_api_t *api = plugin(&g_cuda);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

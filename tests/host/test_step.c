@@ -245,8 +245,8 @@ START_TEST(test_task_vs_double)
      * favours or skips even a few percent of the samples leaves. */
     ck_assert_msg(lo >= 12 && hi <= 140, "draw counts in [%u, %u]", lo, hi);
     const double dof = (double)task.n - 1.0;
-    ck_assert_msg(fabs(chi2 - dof) <= 8.0 * sqrt(2.0 * dof), "draw counts' chi-square %.1f, dof %.0f",
-                  chi2, dof);
+    ck_assert_msg(fabs(chi2 - dof) <= 8.0 * sqrt(2.0 * dof),
+                  "draw counts' chi-square %.1f, dof %.0f", chi2, dof);
     ath_task_destroy(&task);
 }
 END_TEST
