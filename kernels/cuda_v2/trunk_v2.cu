@@ -1487,11 +1487,12 @@ cudaError_t grads_of(atk_dims_t d, const float *x, const float *h1, const float 
     return tree_sum_of(d, partials, nodes, gr, accumulate, first, last, stream);
 }
 
-/* v2_backward, forking onto side where v2_forks says so. */
+/* v2_backward, forking onto side where v2_forks (eager: v2_forks_eager)
+ * says so. */
 cudaError_t backward_impl(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                           const float *h2, const float *dout, int batch, const atk_grads_t *gr,
                           int accumulate, float *workspace, cudaStream_t stream,
-                          cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
+                          cudaStream_t side, cudaEvent_t fork, cudaEvent_t join, bool eager)
 {
     if (batch <= 0 || !p || !x || !h1 || !h2 || !dout || !gr || !workspace)
         return cudaErrorInvalidValue;
@@ -1536,7 +1537,7 @@ cudaError_t backward_impl(atk_dims_t d, const atk_params_t *p, const float *x, c
         return tr ? gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)
                   : gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true);
     };
-    if (!v2_forks(stream, side, fork, join)) {
+    if (!(eager ? v2_forks_eager : v2_forks)(stream, side, fork, join)) {
         if ((e = dh1_launch()) != cudaSuccess)
             return e;
         return grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate, vec, 0, 2,
@@ -1564,6 +1565,15 @@ extern "C" int v2_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork
            cs == cudaStreamCaptureStatusActive;
 }
 
+extern "C" int v2_forks_eager(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork,
+                              cudaEvent_t join)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    return side && fork && join && side != stream &&
+           cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
+           (cs == cudaStreamCaptureStatusActive || cs == cudaStreamCaptureStatusNone);
+}
+
 extern "C" cudaError_t v2_fork(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork)
 {
     cudaError_t e = cudaEventRecord(fork, stream);
@@ -1585,7 +1595,7 @@ extern "C" cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const fl
                                    cudaStream_t stream)
 {
     return backward_impl(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream, NULL,
-                         NULL, NULL);
+                         NULL, NULL, false);
 }
 
 extern "C" cudaError_t v2_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x,
@@ -1595,7 +1605,19 @@ extern "C" cudaError_t v2_backward_forked(atk_dims_t d, const atk_params_t *p, c
                                           cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
 {
     return backward_impl(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream, side,
-                         fork, join);
+                         fork, join, false);
+}
+
+extern "C" cudaError_t v2_backward_forked_eager(atk_dims_t d, const atk_params_t *p,
+                                                const float *x, const float *h1, const float *h2,
+                                                const float *dout, int batch,
+                                                const atk_grads_t *gr, int accumulate,
+                                                float *workspace, cudaStream_t stream,
+                                                cudaStream_t side, cudaEvent_t fork,
+                                                cudaEvent_t join)
+{
+    return backward_impl(d, p, x, h1, h2, dout, batch, gr, accumulate, workspace, stream, side,
+                         fork, join, true);
 }
 
 extern "C" cudaError_t v2_tree_sum(atk_dims_t d, float *partials, int nodes, const atk_grads_t *gr,

@@ -138,6 +138,11 @@ cudaError_t v2_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
  * whose capture status cannot be read (the legacy stream beside another
  * stream's capture) runs alone. */
 int v2_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
+/* The same test for a backward that also forks in eager calls: side, fork
+ * and join given, side not stream, and stream either being captured or
+ * not capturing at all (a stream whose capture status cannot be read runs
+ * alone). */
+int v2_forks_eager(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
 
 /* The fork and the join of a forked backward. v2_fork records fork on
  * stream and makes side wait for it: side's next launches run after what
@@ -162,6 +167,13 @@ cudaError_t v2_backward_forked(atk_dims_t d, const atk_params_t *p, const float 
                                const float *h2, const float *dout, int batch, const atk_grads_t *g,
                                int accumulate, float *workspace, cudaStream_t stream,
                                cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
+/* v2_backward_forked forking where v2_forks_eager says so: in eager calls
+ * too (cuda-v3 calls it where that measured faster; the same bits). */
+cudaError_t v2_backward_forked_eager(atk_dims_t d, const atk_params_t *p, const float *x,
+                                     const float *h1, const float *h2, const float *dout,
+                                     int batch, const atk_grads_t *g, int accumulate,
+                                     float *workspace, cudaStream_t stream, cudaStream_t side,
+                                     cudaEvent_t fork, cudaEvent_t join);
 
 /* ------------------------------------------------------------------------- */
 /* Fast mode (AUXTRUNK_CONFIG_FAST): trunk_v2_fast.cu                        */

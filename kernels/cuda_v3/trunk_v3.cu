@@ -1185,8 +1185,8 @@ extern "C" cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, c
                                         stream, side, fork, join);
     if (batch < V3_FORK_MIN_BATCH)
         return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
-    return v2_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream, side,
-                              fork, join);
+    return (batch >= V3_EAGER_FORK_MIN_BATCH ? v2_backward_forked_eager : v2_backward_forked)(
+        d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream, side, fork, join);
 }
 
 extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,

@@ -99,11 +99,16 @@ cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x, con
 /* v3_backward, the same bits, with a second stream to fork onto (as
  * v2_backward_forked takes it): the batches from V3_FORK_MIN_BATCH fork
  * dW2 and dW3 beside dh1_pre and dW1, on cuda-v2's kernels in a graph
- * (v2_backward_forked) or on the large-batch core's in a graph and in
- * eager calls (v3_sgemm_backward_forked); smaller batches (at 256 the
- * fork measured 0.4 µs slower on the H200, level at 512) and cuda-v2's
- * eager calls run as v3_backward. */
+ * (v2_backward_forked) and, from V3_EAGER_FORK_MIN_BATCH, in eager calls
+ * too (v2_backward_forked_eager), or on the large-batch core's in a graph
+ * and in eager calls (v3_sgemm_backward_forked); smaller batches (at 256
+ * the fork measured 0.4 µs slower on the H200, level at 512) and cuda-v2's
+ * eager calls below V3_EAGER_FORK_MIN_BATCH run as v3_backward. On an
+ * H100 the eager fork of cuda-v2's kernels measured level at 1,024, 1.5–5
+ * µs slower at 2,048 to 8,192 and 3.5–6 µs faster at 12,288
+ * (docs/perf-notes-v3.md, "Eager forks below the core"). */
 #define V3_FORK_MIN_BATCH 1024
+#define V3_EAGER_FORK_MIN_BATCH 12288
 cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
                                const float *h2, const float *dout, int batch, const atk_grads_t *g,
                                int accumulate, float *workspace, cudaStream_t stream,

@@ -508,19 +508,6 @@ extern "C" cudaError_t v3_sgemm_forward(atk_dims_t d, const atk_params_t *p, con
 
 namespace {
 
-/* Whether the core's backward forks: where side, fork and join are given
- * and side is not stream, in a graph and in eager calls alike (unlike
- * v2_forks: the core's forked launches save more than the two
- * cross-stream waits cost); a stream whose capture status cannot be read
- * (the legacy stream beside another stream's capture) runs alone. */
-bool core_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
-{
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    return side && fork && join && side != stream &&
-           cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
-           (cs == cudaStreamCaptureStatusActive || cs == cudaStreamCaptureStatusNone);
-}
-
 /* The weight- and bias-gradient launch of the gradients first..last (and
  * their tree), with the chunk plan of all three: a gradient outside the
  * range gets no blocks, so each one's blocks, fold and nodes are those of
@@ -599,7 +586,9 @@ extern "C" cudaError_t v3_sgemm_backward_forked(atk_dims_t d, const atk_params_t
     if ((e = launch_gemm<EPI_ELU_GRAD>(g2, d.aux, stream, true)) != cudaSuccess)
         return e;
     const float *const acts[3] = {x, h1, h2}, *const grads[3] = {W.dh1, W.dh2, dout};
-    if (!core_forks(stream, side, fork, join)) {
+    /* in a graph and in eager calls alike (v2_forks_eager): the core's
+     * forked launches save more than the two cross-stream waits cost */
+    if (!v2_forks_eager(stream, side, fork, join)) {
         if ((e = launch_gemm<EPI_ELU_GRAD>(g1, d.h2, stream, true)) != cudaSuccess)
             return e;
         return grads_of(d, acts, grads, batch, gr, accumulate, W.partials, 0, 2, true, stream);

@@ -829,9 +829,13 @@ START_TEST(graph_replay_equals_eager)
     tst_rng_seed(&r, g_seed ^ 0x55);
     /* a small topology and the production one at batches where a plugin may
      * fork its backward onto a stream of its own inside a capture, and
-     * where the plugin has one, through its large-batch path */
-    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION, PRODUCTION, PRODUCTION};
+     * where the plugin has them, where it forks in eager calls too and
+     * through its large-batch path */
+    const ref64_dims_t dims[] = {{17, 33, 9, 5}, PRODUCTION, PRODUCTION, PRODUCTION, PRODUCTION};
     const int batches[] = {513, 257, 4096,
+#ifdef CUDA_EAGER_FORK_MIN_BATCH
+                           CUDA_EAGER_FORK_MIN_BATCH + 1,
+#endif
 #ifdef CUDA_LARGE_EXACT_MIN_BATCH
                            CUDA_LARGE_EXACT_MIN_BATCH + 3
 #endif
