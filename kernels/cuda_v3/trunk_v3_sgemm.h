@@ -83,9 +83,9 @@ cudaError_t v3_sgemm_forward(atk_dims_t d, const atk_params_t *p, const float *x
                              float *h1, float *h2, float *out, cudaStream_t stream);
 /* As v2_backward (trunk_v2.h), bit for bit, in the same domain; with a
  * second stream to fork onto (as v2_backward_forked takes it: side, fork
- * and join, or NULL for one stream), in a graph and, unlike cuda-v2, in
- * eager calls too, where side is not stream and the stream's capture
- * status can be read: once dh2_pre is queued, dW2, db2, dW3, db3 (their
+ * and join, or NULL for one stream), in a graph and in eager calls alike
+ * (v2_forks_eager: side is not stream and the stream's capture status can
+ * be read): once dh2_pre is queued, dW2, db2, dW3, db3 (their
  * blocks of the weight-gradient launch, with the chunk plan of all three,
  * and their tree) run on side while dh1_pre, dW1, db1 run on stream. Every
  * launch has the block shape of every other, so the side's blocks take the
