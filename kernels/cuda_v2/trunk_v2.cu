@@ -1487,6 +1487,17 @@ cudaError_t grads_of(atk_dims_t d, const float *x, const float *h1, const float 
     return tree_sum_of(d, partials, nodes, gr, accumulate, first, last, stream);
 }
 
+/* v2_forks (eager: v2_forks_eager): side, fork and join given, side not
+ * stream, and stream being captured (or, eager, not capturing at all). */
+bool forks_when(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join,
+                bool eager)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    return side && fork && join && side != stream &&
+           cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
+           (cs == cudaStreamCaptureStatusActive || (eager && cs == cudaStreamCaptureStatusNone));
+}
+
 /* v2_backward, forking onto side where v2_forks (eager: v2_forks_eager)
  * says so. */
 cudaError_t backward_impl(atk_dims_t d, const atk_params_t *p, const float *x, const float *h1,
@@ -1537,7 +1548,7 @@ cudaError_t backward_impl(atk_dims_t d, const atk_params_t *p, const float *x, c
         return tr ? gemm<true, false, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true)
                   : gemm<true, true, EPI_ELU_GRAD>(g1, d.h2, vec, stream, true);
     };
-    if (!(eager ? v2_forks_eager : v2_forks)(stream, side, fork, join)) {
+    if (!forks_when(stream, side, fork, join, eager)) {
         if ((e = dh1_launch()) != cudaSuccess)
             return e;
         return grads_of(d, x, h1, h2, dout, dh1, dh2, partials, batch, gr, accumulate, vec, 0, 2,
@@ -1559,19 +1570,13 @@ cudaError_t backward_impl(atk_dims_t d, const atk_params_t *p, const float *x, c
 
 extern "C" int v2_forks(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
 {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    return side && fork && join && side != stream &&
-           cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
-           cs == cudaStreamCaptureStatusActive;
+    return forks_when(stream, side, fork, join, false);
 }
 
 extern "C" int v2_forks_eager(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork,
                               cudaEvent_t join)
 {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    return side && fork && join && side != stream &&
-           cudaStreamIsCapturing(stream, &cs) == cudaSuccess &&
-           (cs == cudaStreamCaptureStatusActive || cs == cudaStreamCaptureStatusNone);
+    return forks_when(stream, side, fork, join, true);
 }
 
 extern "C" cudaError_t v2_fork(cudaStream_t stream, cudaStream_t side, cudaEvent_t fork)
