@@ -64,6 +64,20 @@ float *chain_scratch(atk_dims_t d, int batch, float *workspace)
            v3_wgmma_weight_grads_floats(d, batch);
 }
 
+/* Where the fused dh2_pre + dW3 launch's partials go: after the chain's
+ * prepared weights. */
+float *dw3_partials(atk_dims_t d, int batch, float *workspace)
+{
+    return chain_scratch(d, batch, workspace) + v3_wgmma_chain_scratch_floats(d);
+}
+
+/* The backward's first launch computes dW3 and db3 too (V3_WGMMA_DW3). */
+bool dw3_fused(atk_dims_t d, int batch)
+{
+    return V3_WGMMA_DW3 && V3_WGMMA_WEIGHT_GRADS && batch >= V3_WGMMA_DW3_MIN_BATCH &&
+           v3_wgmma_dw3_supported(d);
+}
+
 } /* namespace */
 
 extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
@@ -73,8 +87,9 @@ extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
     /* the chain's prepared weights wherever the wgmma path may run (the
      * batches fast mode picks the chain at depend on the device) */
     const size_t chain = max_batch >= V3_WGMMA_MIN_BATCH ? v3_wgmma_chain_scratch_floats(d) : 0;
+    const size_t dw3 = dw3_fused(d, max_batch) ? v3_wgmma_dw3_partials_floats(d) : 0;
     const size_t wgrad = v2_workspace_carve(d, max_batch, NULL).floats +
-                         v3_wgmma_weight_grads_floats(d, max_batch) + chain;
+                         v3_wgmma_weight_grads_floats(d, max_batch) + chain + dw3;
     const size_t most = fast > exact ? fast : exact;
     return wgrad > most ? wgrad : most;
 }
@@ -129,27 +144,40 @@ extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t 
     const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
     const int widths[2] = {d.h2, d.h1}, tile = v3_wgmma_call_tile(batch, widths, 2);
     cudaError_t e;
-    /* an ordinary first launch and a dependent, as in the forward */
-    if ((e = v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, tile, stream)) !=
-        cudaSuccess)
+    /* an ordinary first launch and a dependent, as in the forward; where
+     * the first one computes dW3 and db3 too, the weight-gradient launches
+     * compute dW1 and dW2 only, and dW3's sum follows dW2's */
+    const bool fused = dw3_fused(d, batch);
+    float *const part3 = fused ? dw3_partials(d, batch, workspace) : NULL;
+    const int last = fused ? 1 : 2;
+    e = fused ? v3_wgmma_hidden_grad_dw3(d, dout, p->w3, h2, W.dh2, batch, part3, 0, stream)
+              : v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, tile, stream);
+    if (e != cudaSuccess)
         return e;
     auto dh1 = [&]() {
         return v3_wgmma_hidden_grad(W.dh2, p->w2, h1, W.dh1, batch, d.h1, d.h2, 1, tile, stream);
     };
+    auto dw3_sum = [&](cudaStream_t q) {
+        return fused ? v3_wgmma_dw3_sum(d, batch, g, accumulate, part3, 1, q) : cudaSuccess;
+    };
     if (!V3_WGMMA_WEIGHT_GRADS || !v2_forks(stream, side, fork, join)) { /* one stream */
         if ((e = dh1()) != cudaSuccess)
             return e;
-        return V3_WGMMA_WEIGHT_GRADS
-                   ? v3_wgmma_weight_grads(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
-                                           W.partials, 1, stream)
-                   : v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace,
-                                          stream);
+        if (!V3_WGMMA_WEIGHT_GRADS)
+            return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace,
+                                        stream);
+        if ((e = v3_wgmma_weight_grads_of(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
+                                          W.partials, 0, last, 1, stream)) != cudaSuccess)
+            return e;
+        return dw3_sum(stream);
     }
-    /* dW2 and dW3 need only dh2_pre: on side, beside dh1_pre and dW1 */
+    /* dW2 (and dW3) need only dh2_pre: on side, beside dh1_pre and dW1 */
     if ((e = v2_fork(stream, side, fork)) != cudaSuccess)
         return e;
-    const cudaError_t es = v3_wgmma_weight_grads_of(d, NULL, h1, h2, dout, NULL, W.dh2, batch, g,
-                                                    accumulate, W.partials, 1, 2, 0, side);
+    cudaError_t es = v3_wgmma_weight_grads_of(d, NULL, h1, h2, dout, NULL, W.dh2, batch, g,
+                                              accumulate, W.partials, 1, last, 0, side);
+    if (es == cudaSuccess)
+        es = dw3_sum(side);
     if ((e = dh1()) == cudaSuccess)
         e = v3_wgmma_weight_grads_of(d, x, NULL, NULL, NULL, W.dh1, NULL, batch, g, accumulate,
                                      W.partials, 0, 0, 1, stream);

@@ -20,7 +20,12 @@
  *                            workspace, on the same GEMM's tensor cores
  *                            (v3_wgmma_weight_grads, two launches) where
  *                            V3_WGMMA_WEIGHT_GRADS is 1, else cuda-v2's fast
- *                            launches (v2_fast_weight_grads). Every launch
+ *                            launches (v2_fast_weight_grads); where
+ *                            V3_WGMMA_DW3 is 1 (not by default), from
+ *                            V3_WGMMA_DW3_MIN_BATCH (49,152) the first
+ *                            launch computes dW3 and db3 with dh2_pre
+ *                            (v3_wgmma_hidden_grad_dw3) and the weight
+ *                            gradients' launches dW1 and dW2 only. Every launch
  *                            after the first of a call is a programmatic
  *                            dependent of the one before (pdl below);
  *   otherwise, B < V2_FAST_MIN_BATCH (trunk_v2.h, 2,048)
@@ -55,7 +60,9 @@
  * W3ᵀ) followed by v3_wgmma_weight_grads' chunk partials and, from
  * V3_WGMMA_MIN_BATCH on (fast mode may pick the chain kernel there, below),
  * its prepared weights (v3_wgmma_chain_scratch_floats; the forward puts
- * them there too).
+ * them there too), and, where V3_WGMMA_DW3 is 1, from
+ * V3_WGMMA_DW3_MIN_BATCH on, the fused dh2_pre launch's partials of dW3 and
+ * db3 (v3_wgmma_dw3_partials_floats).
  *
  * The Hopper layer GEMM below (trunk_v3_fast_wgmma.cu: wgmma + TMA, sm_90a):
  * with staging variant 1 it measured slower than cuda-v2's fast forward at
@@ -203,6 +210,40 @@ cudaError_t v3_wgmma_layer(const float *a, const float *w, const float *bias, fl
 cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, const float *y, float *c, int m,
                                  int n, int k, int pdl, int tile, cudaStream_t stream);
 
+/* dh2_pre with dW3 and db3 in one launch, the first step of a fused
+ * backward (built and tested; fast mode calls it only where V3_WGMMA_DW3
+ * is 1, from V3_WGMMA_DW3_MIN_BATCH: on an H100 it took 4–6 µs off the
+ * graph step at 49,152 and 65,536, on the H200 it added 11–17;
+ * docs/perf-notes-v3-fast.md, "dW3 inside the dh2_pre launch"): dh2 as
+ * v3_wgmma_hidden_grad(dout, w3, h2, dh2, batch, d.h2,
+ * d.aux) computes it on narrow tiles (128 rows x 64 columns, the same k
+ * order, so the same bits), and, from the
+ * same tiles, dW3 = h2ᵀ · dout and db3 = the column sums of dout, one
+ * partial per row-tile group of the launch (at most
+ * V3_WGMMA_DW3_MAX_GROUPS) into partials: [h2 · aux] (dW3, the ABI's
+ * layout) then [aux] (db3) each. h2 and dout are rounded to nearest (TF32)
+ * on the way into the tensor cores' K-major operands; each partial sums its
+ * group's tiles in order; the bias sums are fp32 sums of the unrounded dout.
+ * v3_wgmma_dw3_sum then adds the partials in group order into g->dw3 and
+ * g->db3 (overwriting them, or adding to them if accumulate). Deterministic
+ * (no atomics; the order is fixed by the widths, the batch and the
+ * device's multiprocessor count). Domain (v3_wgmma_dw3_supported): every
+ * width a multiple of 4, aux <= 128; every pointer 16-byte aligned;
+ * partials holds v3_wgmma_dw3_partials_floats(d) floats. One launch each on
+ * stream, cudaErrorInvalidValue (nothing launched) outside the domain or
+ * before a successful v3_wgmma_prepare on this device. */
+#define V3_WGMMA_DW3_MAX_GROUPS 64
+#ifndef V3_WGMMA_DW3_MIN_BATCH
+#define V3_WGMMA_DW3_MIN_BATCH 49152
+#endif
+int v3_wgmma_dw3_supported(atk_dims_t d);
+size_t v3_wgmma_dw3_partials_floats(atk_dims_t d);
+cudaError_t v3_wgmma_hidden_grad_dw3(atk_dims_t d, const float *dout, const float *w3,
+                                     const float *h2, float *dh2, int batch, float *partials,
+                                     int pdl, cudaStream_t stream);
+cudaError_t v3_wgmma_dw3_sum(atk_dims_t d, int batch, const atk_grads_t *g, int accumulate,
+                             const float *partials, int pdl, cudaStream_t stream);
+
 /* The weight and bias gradients on the same tensor cores, in two launches:
  *     dW1 = xᵀ · dh1, dW2 = h1ᵀ · dh2, dW3 = h2ᵀ · dout, db = column sums,
  * (dh1, dh2 the hidden gradients dh1_pre, dh2_pre), overwriting g, or g = g
@@ -329,6 +370,15 @@ int v3_wgmma_chain_forward_picked(int batch);
 /* Whether fast mode's backward calls v3_wgmma_weight_grads (1) or cuda-v2's
  * v2_fast_weight_grads (0) after the wgmma hidden gradients. */
 #define V3_WGMMA_WEIGHT_GRADS 1
+/* Whether fast mode's backward computes dW3 and db3 in its first launch
+ * (v3_wgmma_hidden_grad_dw3) from V3_WGMMA_DW3_MIN_BATCH (1), or in the
+ * weight-gradient launches with dW1 and dW2 (0, the default: on the H200
+ * the fused launch made the graph step 11 µs longer at 49,152 and 15–17
+ * at 65,536, where on an H100 it made it 4–6 µs shorter;
+ * docs/perf-notes-v3-fast.md, "dW3 inside the dh2_pre launch"). */
+#ifndef V3_WGMMA_DW3
+#define V3_WGMMA_DW3 0
+#endif
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,9 @@
  * loads; from V3_WGMMA_WGRAD_TMA_MIN_BATCH v3_wgmma_wgrad_tma_kernel, the
  * same transposes from row-major boxes that TMA brings in; from
  * V3_WGMMA_WGRAD_WIDE_MIN_BATCH v3_wgmma_wgrad_wide_kernel, the same on
- * tiles twice as wide). Built for sm_90a only
+ * tiles twice as wide); and dh2_pre with dW3 and db3 in one launch
+ * (v3_wgmma_dh2_dw3_kernel, which fast mode does not pick: V3_WGMMA_DW3).
+ * Built for sm_90a only
  * (kernels/cuda_v3/CMakeLists.txt): on any other device the kernels have no
  * image and v3_wgmma_available() answers 0. Fast mode calls them from
  * V3_WGMMA_MIN_BATCH (trunk_v3_fast.h, docs/perf-notes-v3-fast.md); their
@@ -511,6 +513,233 @@ __global__ void __launch_bounds__(NT, 1)
 #endif
 }
 
+/* dh2_pre with dW3 and db3 in the same launch (v3_wgmma_dh2_dw3_kernel):
+ * the hidden gradient dh2 = (dout · W3ᵀ) ⊙ ELU'(h2) on narrow tiles (128
+ * rows x 64 columns of dh2, W3's 64 rows of the slice resident), and, from
+ * the same tiles already on chip, this block's part of dW3 over its rows,
+ * as its transpose dW3ᵀ [aux, 64 columns] = doutᵀ · h2: while a tile's dh2
+ * wgmmas run, the threads copy the dout tile (from the ring, which both
+ * only read) and the h2 slice (from the registers that hold it for ELU',
+ * loaded a tile ahead) into K-major slabs over the tile's rows, rounded
+ * (cvt.rn); then each warpgroup issues m64n64k8 for 64 aux rows of dW3ᵀ
+ * beside the dh2 epilogue, accumulating over every tile of the block; the bias
+ * sums of dout (db3) are fp32 sums of the unrounded dout, each thread's
+ * rows in order, then the two halves. At the end each block writes its
+ * slice of one partial of dW3 and db3 (row-tile group `group`: [h2 · aux]
+ * as the ABI lays out dW3, then [aux]), which v3_wgmma_dw3_sum adds in
+ * group order. dout and h2 are then read from device memory once for both
+ * products (docs/perf-notes-v3-fast.md, "dW3 inside the dh2_pre launch").
+ * aux <= 128: a tile's dout is at most four slabs, held in a ring of
+ * FD_NS; a tile's slabs are given back once copied and read by the dh2
+ * wgmmas. Measured slower than dh2_pre's own launch plus dW3 in the weight
+ * gradients on the H200 (faster on an H100): fast mode does not pick it
+ * (V3_WGMMA_DW3, trunk_v3_fast.h). */
+constexpr int FD_TN = BN_NARROW;                 /* dh2 columns of a block */
+constexpr int FD_KS = 4;                         /* dout slabs of a tile (aux <= 128) */
+constexpr int FD_KMAX = FD_KS * BK;              /* the widest aux */
+constexpr int FD_NS = 6;                         /* ring stages: a tile and a half */
+constexpr int FD_WSLAB = FD_TN * BK * 4;         /* a W3 slab [64 n, 32 k] */
+constexpr int FD_DT_SLAB = FD_KMAX * BK * 4;     /* a doutᵀ slab [128 aux, 32 rows] */
+constexpr int FD_HT_SLAB = FD_TN * BK * 4;       /* an h2ᵀ slab [64 columns, 32 rows] */
+constexpr int FD_WT = FD_KS * FD_WSLAB;          /* 32 KiB */
+constexpr int FD_RING = FD_NS * SLAB;            /* 96 KiB */
+constexpr int FD_DT = BM / BK * FD_DT_SLAB;      /* 64 KiB */
+constexpr int FD_HT = BM / BK * FD_HT_SLAB;      /* 32 KiB */
+constexpr int FD_SMEM_BYTES = 1024 /* alignment slack */ + FD_WT + FD_RING + FD_DT + FD_HT + 8 * FD_NS;
+static_assert(FD_SMEM_BYTES <= SMEM_OPTIN, "the fused block fits in a block's shared memory");
+static_assert(2 * FD_KMAX * 4 <= FD_DT, "the bias halves' scratch fits in doutᵀ");
+static_assert(FD_KMAX == BM && NT == 2 * BM, "a thread copies one aux column of half the rows");
+
+__global__ void __launch_bounds__(NT, 1)
+    v3_wgmma_dh2_dw3_kernel(const __grid_constant__ CUtensorMap a, Layer L, float *part,
+                            size_t pstride)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int WN = FD_TN, NACC = WN / 2;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const unsigned raw = smem_u32(smem_raw);
+    const unsigned base = (raw + 1023u) & ~1023u;
+    unsigned char *const gbase = smem_raw + (base - raw);
+    const unsigned wt = base, ring = wt + FD_WT, dt = ring + FD_RING, ht = dt + FD_DT;
+    const unsigned bars = ht + FD_HT;
+    unsigned char *const gring = gbase + FD_WT, *const gdt = gring + FD_RING,
+                         *const ght = gdt + FD_DT;
+
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
+    const int nt = blockIdx.x % L.tiles_n, group = blockIdx.x / L.tiles_n;
+    const int groups = gridDim.x / L.tiles_n;
+    const int n0 = nt * FD_TN;
+    const int ks_n = (L.k + BK - 1) / BK; /* <= FD_KS */
+    const int tiles = group < L.tiles_m ? (L.tiles_m - group + groups - 1) / groups : 0;
+    const int total = tiles * ks_n;
+
+    const CUtensorMap *const map = &a;
+    auto issue = [&](int t) {
+        const int s = t % FD_NS;
+        const unsigned bar = bars + 8 * s;
+        mbar_expect_tx(bar, SLAB);
+        tma_load_2d(ring + s * SLAB, map, (t % ks_n) * BK, (group + (t / ks_n) * groups) * BM,
+                    bar);
+    };
+    if (tid == 0) {
+        for (int s = 0; s < FD_NS; s++)
+            mbar_init(bars + 8 * s, 1);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        if (!L.pdl)
+            for (int t = 0; t < FD_NS && t < total; t++)
+                issue(t);
+    }
+    /* doutᵀ rows past the slabs a tile has (aux past 32 ks_n) stay zero */
+    for (int i = tid; i < FD_DT / 16; i += NT)
+        reinterpret_cast<float4 *>(gdt)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    stage_w_rows<FD_TN>(gbase, L, n0, ks_n);
+    v2pdl::pdl_wait();
+    v2pdl::pdl_trigger();
+    if (L.pdl && tid == 0)
+        for (int t = 0; t < FD_NS && t < total; t++)
+            issue(t);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+
+    /* dh2: the thread's accumulator rows and columns, as in the layer kernel */
+    const int rw = wg * 64 + warp * 16 + (lane >> 2), cq = 2 * (lane & 3);
+    /* the copy of dout: aux column ta, rows 64 th … of the tile */
+    const int ta = tid & (BM - 1), th = tid >> 7;
+    float acc3[NACC]; /* dW3ᵀ: aux rows 64 wg + rw % 64 (+ 8), this block's columns */
+#pragma unroll
+    for (int r = 0; r < NACC; r++)
+        acc3[r] = 0.0f;
+    float db = 0.0f; /* the sum of dout[:, ta] over this thread's rows */
+
+    /* the h2 slice of tile i (ELU' and dW3), loaded a tile ahead: at the end
+     * of tile i - 1, once its own is stored, so that it arrives during that
+     * tile's dW3 wgmmas and this tile's dh2 ones */
+    float2 y[2][WN / 8];
+    auto load_y = [&](int i) {
+        const int m0 = (group + i * groups) * BM;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < WN / 8; j++) {
+                const int row = m0 + rw + 8 * h, col = n0 + 8 * j + cq;
+                y[h][j] = i < tiles && row < L.m && col < L.n
+                              ? *reinterpret_cast<const float2 *>(L.y + (size_t)row * L.n + col)
+                              : make_float2(0.0f, 0.0f);
+            }
+    };
+    load_y(0);
+    for (int i = 0; i < tiles; i++) {
+        const int m0 = (group + i * groups) * BM;
+        float acc[NACC];
+#pragma unroll
+        for (int r = 0; r < NACC; r++)
+            acc[r] = 0.0f;
+        for (int ks = 0; ks < ks_n; ks++) {
+            const int t = i * ks_n + ks;
+            mbar_wait_cta(bars + 8 * (t % FD_NS), (unsigned)(t / FD_NS) & 1u);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < FD_KS; ks++)
+            if (ks < ks_n)
+                wgmma_slab(acc, ring + ((i * ks_n + ks) % FD_NS) * SLAB + wg * (SLAB / 2),
+                           wt + ks * FD_WSLAB);
+        wgmma_commit();
+
+        /* while the dh2 wgmmas run (they only read the ring too): dout's
+         * tile into doutᵀ (K-major over the tile's rows) */
+        if (ta < ks_n * BK) {
+            const unsigned char *src = gring + ((i * ks_n + ta / BK) % FD_NS) * SLAB;
+#pragma unroll
+            for (int g = 0; g < 4; g++) {
+                const int r0 = th * 64 + 16 * g;
+                float v[WG_ROWS];
+#pragma unroll
+                for (int e = 0; e < WG_ROWS; e++)
+                    v[e] = *reinterpret_cast<const float *>(src + sw128_off(r0 + e, ta % BK));
+#pragma unroll
+                for (int e = 0; e < WG_ROWS; e++)
+                    db += v[e];
+                store_column(gdt + (r0 / BK) * FD_DT_SLAB, v, ta, r0 % BK);
+            }
+        }
+        /* the h2 slice into h2ᵀ, from the ELU' registers */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = rw + 8 * h;
+#pragma unroll
+            for (int j = 0; j < WN / 8; j++) {
+                unsigned char *const slab = ght + (r / BK) * FD_HT_SLAB;
+                *reinterpret_cast<float *>(slab + sw128_off(8 * j + cq, r % BK)) =
+                    to_tf32_rn(y[h][j].x);
+                *reinterpret_cast<float *>(slab + sw128_off(8 * j + cq + 1, r % BK)) =
+                    to_tf32_rn(y[h][j].y);
+            }
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the tensor cores */
+        wgmma_wait_all(); /* this tile's dh2 */
+        __syncthreads();  /* copied, and read by the dh2 wgmmas: the tile's slabs go back */
+        if (tid == 0)
+            for (int t = i * ks_n + FD_NS; t < (i + 1) * ks_n + FD_NS && t < total; t++)
+                issue(t);
+
+        /* dW3ᵀ += doutᵀ · h2 over the tile's rows (warpgroup wg's 64 aux
+         * rows), while the dh2 epilogue runs; complete before the next
+         * tile zeroes its accumulators (else ptxas serialises every wgmma) */
+        wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < BM / BK; s++)
+            wgmma_slab(acc3, dt + s * FD_DT_SLAB + wg * (FD_DT_SLAB / 2), ht + s * FD_HT_SLAB);
+        wgmma_commit();
+
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = m0 + rw + 8 * h;
+            if (row >= L.m)
+                continue;
+            float *dst = L.c + (size_t)row * L.n + n0 + cq;
+#pragma unroll
+            for (int j = 0; j < WN / 8; j++) {
+                if (n0 + 8 * j + cq >= L.n)
+                    break;
+                const float v0 = auxtrunk_canon_elu_grad(acc[4 * j + 2 * h], y[h][j].x);
+                const float v1 = auxtrunk_canon_elu_grad(acc[4 * j + 2 * h + 1], y[h][j].y);
+                *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v0, v1);
+            }
+        }
+        load_y(i + 1);
+        wgmma_wait_all();
+        __syncthreads(); /* both warpgroups' dW3ᵀ wgmmas have read doutᵀ and h2ᵀ */
+    }
+
+    float *const P = part + (size_t)group * pstride;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int m = rw + 8 * h; /* aux */
+        if (m >= L.k)
+            continue;
+#pragma unroll
+        for (int j = 0; j < WN / 8; j++) {
+            const int c = n0 + 8 * j + cq;
+            if (c >= L.n) /* n is a multiple of 4: pairs are whole */
+                break;
+            P[(size_t)c * L.k + m] = acc3[4 * j + 2 * h];
+            P[(size_t)(c + 1) * L.k + m] = acc3[4 * j + 2 * h + 1];
+        }
+    }
+    if (nt == 0) { /* db3: the two halves of the rows, in order */
+        __syncthreads(); /* every wgmma of the block has read doutᵀ */
+        float *const red = reinterpret_cast<float *>(gdt);
+        red[th * FD_KMAX + ta] = db;
+        __syncthreads();
+        if (tid < L.k)
+            P[(size_t)L.n * L.k + tid] = red[tid] + red[FD_KMAX + tid];
+    }
+#else
+    (void)a, (void)L, (void)part, (void)pstride;
+#endif
+}
+
 /* One weight gradient of the grouped launch: dw [m, n] = aᵀ · g over the
  * batch, db [n] = the column sums of g. */
 struct WGrad {
@@ -1006,6 +1235,8 @@ struct WSum {
     size_t begin;  /* where the summed gradients start in the flat layout */
     size_t end[6]; /* end of gradient i in the flat layout (dW1 db1 dW2 db2 dW3 db3) */
     float *dst[6];
+    size_t poff; /* flat index i lies at partials[i - poff] of a partial (0: the whole
+                    layout; the fused dW3's partials hold dW3 and db3 only) */
 };
 
 constexpr int SUM_THREADS = 256;
@@ -1029,7 +1260,7 @@ __global__ void __launch_bounds__(SUM_THREADS, 1)
         q++;
     float4 *const d = reinterpret_cast<float4 *>(R.dst[q] + (i - (q ? R.end[q - 1] : 0)));
     const float4 o = R.accumulate ? *d : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float *const p = R.partials + i;
+    const float *const p = R.partials + (i - R.poff);
     float4 s = *reinterpret_cast<const float4 *>(p);
     for (int c0 = 1; c0 < R.nc; c0 += SUM_AHEAD) {
         float4 v[SUM_AHEAD];
@@ -1824,6 +2055,9 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
         (e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_tma_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WT_SMEM_BYTES)) !=
             cudaSuccess ||
+        (e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_dh2_dw3_kernel),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, FD_SMEM_BYTES)) !=
+            cudaSuccess ||
         (e = cudaFuncSetAttribute(reinterpret_cast<const void *>(v3_wgmma_wgrad_wide_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, WW_SMEM_BYTES)) !=
             cudaSuccess ||
@@ -1915,6 +2149,72 @@ extern "C" cudaError_t v3_wgmma_hidden_grad(const float *d, const float *w, cons
     Layer L = {};
     L.w = w, L.y = y, L.c = c, L.m = m, L.n = n, L.k = k, L.pdl = pdl;
     return launch<STAGING_ROWS, EPI_ELU_GRAD>(dev, d, L, tile, stream);
+}
+
+/* The row-tile groups of the fused dh2_pre + dW3 launch: as a layer
+ * launch's, at most V3_WGMMA_DW3_MAX_GROUPS (the partials it writes). */
+int dw3_groups(int m, int n, int sms)
+{
+    const int tiles_n = (n + FD_TN - 1) / FD_TN, tiles_m = (m + BM - 1) / BM;
+    const int g = layer_groups(tiles_m, tiles_n, sms);
+    return g < V3_WGMMA_DW3_MAX_GROUPS ? g : V3_WGMMA_DW3_MAX_GROUPS;
+}
+
+size_t dw3_partial_floats(atk_dims_t d) { return (size_t)d.h2 * d.aux + d.aux; }
+
+extern "C" int v3_wgmma_dw3_supported(atk_dims_t d)
+{
+    return wgrad_dims_ok(d) && d.aux <= FD_KMAX && v3_wgmma_layer_supported(1, d.h2, d.aux);
+}
+
+extern "C" size_t v3_wgmma_dw3_partials_floats(atk_dims_t d)
+{
+    return v3_wgmma_dw3_supported(d) ? (size_t)V3_WGMMA_DW3_MAX_GROUPS * dw3_partial_floats(d) : 0;
+}
+
+extern "C" cudaError_t v3_wgmma_hidden_grad_dw3(atk_dims_t d, const float *dout, const float *w3,
+                                                const float *h2, float *dh2, int batch,
+                                                float *partials, int pdl, cudaStream_t stream)
+{
+    const int dev = ready_device();
+    if (dev < 0 || batch <= 0 || !v3_wgmma_dw3_supported(d) || !dout || !w3 || !h2 || !dh2 ||
+        !partials || !aligned16(dout) || !aligned16(w3) || !aligned16(h2) || !aligned16(dh2) ||
+        !aligned16(partials))
+        return cudaErrorInvalidValue;
+    CUtensorMap map;
+    if (!encode_kmajor_map(&map, dout, d.aux, batch, BM))
+        return cudaErrorInvalidValue;
+    Layer L = {};
+    L.w = w3, L.y = h2, L.c = dh2, L.m = batch, L.n = d.h2, L.k = d.aux, L.pdl = pdl;
+    L.tiles_n = (L.n + FD_TN - 1) / FD_TN;
+    L.tiles_m = (L.m + BM - 1) / BM;
+    const int groups = dw3_groups(batch, d.h2, g_sms[dev]);
+    return v2pdl::launch(v3_wgmma_dh2_dw3_kernel, dim3((unsigned)(groups * L.tiles_n)), dim3(NT),
+                         FD_SMEM_BYTES, stream, pdl != 0, map, L, partials,
+                         dw3_partial_floats(d));
+}
+
+extern "C" cudaError_t v3_wgmma_dw3_sum(atk_dims_t d, int batch, const atk_grads_t *g,
+                                        int accumulate, const float *partials, int pdl,
+                                        cudaStream_t stream)
+{
+    const int dev = ready_device();
+    if (dev < 0 || batch <= 0 || !v3_wgmma_dw3_supported(d) || !g || !g->dw3 || !g->db3 ||
+        !aligned16(g->dw3) || !aligned16(g->db3) || !partials || !aligned16(partials))
+        return cudaErrorInvalidValue;
+    const size_t w3 = AUXTRUNK_W3_OFFSET(&d), b3 = AUXTRUNK_B3_OFFSET(&d),
+                 end = AUXTRUNK_PARAM_COUNT(&d);
+    WSum R = {};
+    R.partials = partials, R.stride = dw3_partial_floats(d);
+    R.nc = dw3_groups(batch, d.h2, g_sms[dev]), R.accumulate = accumulate;
+    R.begin = R.poff = w3;
+    for (int i = 0; i < 4; i++) /* no dW1 … db2 */
+        R.end[i] = w3;
+    R.end[4] = b3, R.end[5] = end, R.dst[4] = g->dw3, R.dst[5] = g->db3;
+    const size_t quads = (end - w3) / 4;
+    return v2pdl::launch(v3_wgmma_wgrad_sum_kernel,
+                         dim3((unsigned)((quads + SUM_THREADS - 1) / SUM_THREADS)),
+                         dim3(SUM_THREADS), 0, stream, pdl != 0, R);
 }
 
 extern "C" size_t v3_wgmma_weight_grads_floats(atk_dims_t d, int batch)

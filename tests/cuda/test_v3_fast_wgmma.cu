@@ -33,6 +33,13 @@
  *     forced (v3_wgmma_weight_grads_as: 128 x 128 tiles by loads and by
  *     TMA, wide 128 x 256 tiles with swapped gradients and half tiles), the
  *     picked one the same bits as its forced run;
+ *   - dh2_pre with dW3 and db3 in one launch (v3_wgmma_hidden_grad_dw3,
+ *     v3_wgmma_dw3_sum): all three against the double reference for the
+ *     production widths at 1 to 65,536 rows and widths with tails (h2 past
+ *     a 64-column slice, aux past a 32-float slab), dout of magnitude 1 and
+ *     1e2, outputs poisoned, every element written, the guards untouched, a
+ *     second call the same bits, dh2 the bits of the narrow hidden-gradient
+ *     launch; accumulate onto random gradients; refused outside its domain;
  *   - the chain kernel (v3_wgmma_forward, v3_wgmma_hidden_grads), on 64-
  *     and on 128-row tiles, bit for bit against the layer launches it
  *     replaces, for the production topology at batches of 1 to 40,000 and
@@ -40,7 +47,9 @@
  *     every element written, the guards untouched;
  *   - fast mode's backward forked onto a second stream in a graph
  *     (v3_fast_backward_forked), replayed, and called eagerly, the same
- *     bits as on one stream (v3_fast_backward);
+ *     bits as on one stream (v3_fast_backward); where the first launch
+ *     computes dW3 and db3 (V3_WGMMA_DW3 1, past V3_WGMMA_DW3_MIN_BATCH)
+ *     those against the double reference as well;
  *   - a second call gives the same bits;
  *   - shapes outside the domain are refused with nothing written.
  * Prints every measured error (the worst goes to docs/perf-notes-v3-fast.md).
@@ -546,6 +555,131 @@ START_TEST(weight_grads_match_double_reference)
 }
 END_TEST
 
+/* dh2_pre with dW3 and db3 in one launch (v3_wgmma_hidden_grad_dw3, then
+ * v3_wgmma_dw3_sum): dh2, dW3 and db3 against the double reference, each
+ * output poisoned, every element written, the guards untouched, a second
+ * call the same bits (two_calls), dh2 the bits of the narrow hidden-gradient
+ * launch; then accumulate onto random gradients. */
+static size_t bits_differ(const std::vector<float> &got, const std::vector<float> &want);
+
+static double run_dh2_dw3(atk_dims_t d, int B, float scale, tst_rng_t *r)
+{
+    const int n = d.h2, k = d.aux;
+    const size_t nd = (size_t)B * k, nw = (size_t)n * k, nc = (size_t)B * n, n3 = nw + k;
+    std::vector<float> dout(nd), w(nw), y(nc);
+    tst_rng_fill(r, dout.data(), nd, -scale, scale);
+    const float ws = 1.0f / sqrtf((float)k);
+    tst_rng_fill(r, w.data(), nw, -ws, ws);
+    tst_rng_fill(r, y.data(), nc, -3.0f, 3.0f);
+    for (size_t i = 0; i < nc; i++)
+        y[i] = y[i] > 0.0f ? y[i] : expm1f(y[i]);
+    std::vector<float> gw_dh2, gw_3;
+    float *dd = dev_from(dout), *dw = dev_from(w), *dy = dev_from(y);
+    float *dc = dev_poisoned(nc, gw_dh2), *d3 = dev_poisoned(n3, gw_3), *dpart = NULL;
+    const size_t np = v3_wgmma_dw3_partials_floats(d);
+    ck_assert_msg(np >= n3, "partials: %zu floats", np);
+    CUDA_OK(cudaMalloc(&dpart, np * sizeof(float)));
+    atk_grads_t g = {};
+    g.dw3 = d3, g.db3 = d3 + nw;
+
+    char what[112];
+    snprintf(what, sizeof what, "dh2 + dW3 h2 %d aux %d B %d, dout ±%g", n, k, B, (double)scale);
+    /* dh2, with the partials of the same call summed after it */
+    std::vector<float> got3;
+    const std::vector<float> got = two_calls(
+        [&](int pdl) {
+            cudaError_t e = v3_wgmma_hidden_grad_dw3(d, dd, dw, dy, dc, B, dpart, pdl, 0);
+            return e != cudaSuccess ? e : v3_wgmma_dw3_sum(d, B, &g, 0, dpart, 1, 0);
+        },
+        dc, nc, gw_dh2, what);
+    got3 = two_calls(
+        [&](int pdl) {
+            cudaError_t e = v3_wgmma_hidden_grad_dw3(d, dd, dw, dy, dc, B, dpart, pdl, 0);
+            return e != cudaSuccess ? e : v3_wgmma_dw3_sum(d, B, &g, 0, dpart, 1, 0);
+        },
+        d3, n3, gw_3, what);
+
+    /* dh2: the bits of the hidden-gradient launch on narrow tiles (the same
+     * k order) */
+    {
+        std::vector<float> gw;
+        float *dn = dev_poisoned(nc, gw);
+        CUDA_OK(v3_wgmma_hidden_grad(dd, dw, dy, dn, B, n, k, 0, V3_WGMMA_TILE_NARROW, 0));
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> narrow(nc);
+        CUDA_OK(cudaMemcpy(narrow.data(), dn, nc * sizeof(float), cudaMemcpyDeviceToHost));
+        const size_t diff = bits_differ(got, narrow);
+        ck_assert_msg(diff == 0, "%s: dh2 differs from the narrow launch's in %zu elements", what,
+                      diff);
+        cudaFree(dn);
+    }
+    std::vector<double> ref_dh2(nc), ref3(n3, 0.0);
+    for (int b = 0; b < B; b++) {
+        const float *db_ = &dout[(size_t)b * k];
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int q = 0; q < k; q++)
+                acc += (double)db_[q] * w[(size_t)j * k + q];
+            const double yv = y[(size_t)b * n + j];
+            ref_dh2[(size_t)b * n + j] = yv > 0 ? acc : acc * (1.0 + yv);
+            for (int q = 0; q < k; q++)
+                ref3[(size_t)j * k + q] += yv * db_[q];
+        }
+        for (int q = 0; q < k; q++)
+            ref3[nw + q] += db_[q];
+    }
+    printf("  wgmma dh2 + dW3 h2 %3d aux %3d B %5d, dout ±%g:", n, k, B, (double)scale);
+    double worst = rel_error(got.data(), ref_dh2.data(), nc, "dh2", what);
+    worst = fmax(worst, rel_error(got3.data(), ref3.data(), nw, "dW3", what));
+    worst = fmax(worst, rel_error(&got3[nw], &ref3[nw], k, "db3", what));
+
+    /* accumulate: g0 + result */
+    std::vector<float> g0(n3);
+    tst_rng_fill(r, g0.data(), n3, -scale, scale);
+    CUDA_OK(cudaMemcpy(d3, g0.data(), n3 * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(v3_wgmma_hidden_grad_dw3(d, dd, dw, dy, dc, B, dpart, 0, 0));
+    CUDA_OK(v3_wgmma_dw3_sum(d, B, &g, 1, dpart, 1, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> acc(n3);
+    CUDA_OK(cudaMemcpy(acc.data(), d3, n3 * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n3; i++)
+        ref3[i] += g0[i];
+    printf(" | accumulate:");
+    worst = fmax(worst, rel_error(acc.data(), ref3.data(), nw, "dW3", what));
+    worst = fmax(worst, rel_error(&acc[nw], &ref3[nw], k, "db3", what));
+    printf(" (limit %.0e)\n", LAYER_TOL);
+    fflush(stdout);
+    cudaFree(dd), cudaFree(dw), cudaFree(dy), cudaFree(dc), cudaFree(d3), cudaFree(dpart);
+    return worst;
+}
+
+START_TEST(dh2_dw3_matches_double_reference)
+{
+    prepare_or_fail();
+    if (!v3_wgmma_available()) {
+        printf("  no sm_90a device: the fused dh2 + dW3 kernel does not run here\n");
+        return;
+    }
+    tst_rng_t r;
+    tst_rng_seed(&r, g_seed ^ 0x76);
+    /* the production widths at one row, one tile, batches with row tails
+     * and many tiles per block; h2 past a 64-column slice, aux past a
+     * 32-float slab, aux 128 at h2 260 */
+    static const trunk_case_t cases[] = {
+        {{256, 256, 256, 128}, 1},     {{256, 256, 256, 128}, 129},  {{4, 8, 20, 12}, 300},
+        {{4, 8, 260, 128}, 4133},      {{4, 8, 136, 4}, 1000},       {{256, 256, 256, 128}, 4096},
+        {{256, 256, 256, 128}, 20011}, {{256, 256, 256, 128}, 65536},
+    };
+    const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
+    double worst = 0;
+    for (size_t i = 0; i < n_cases; i++)
+        for (int big = 0; big < 2; big++)
+            worst = fmax(worst, run_dh2_dw3(cases[i].d, cases[i].batch, big ? 1e2f : 1.0f, &r));
+    printf("  wgmma dh2 + dW3 worst error %.2e (limit %.0e)\n", worst, LAYER_TOL);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+}
+END_TEST
+
 /* The outputs of a chain launch: nb buffers (sizes n[i]), poisoned with NaN
  * and followed by guard floats; call runs the chain into them. Runs it
  * twice (poisoned again in between) and checks the guards, that every
@@ -807,6 +941,19 @@ static void run_forked_backward(atk_dims_t d, int B, tst_rng_t *r)
         CUDA_OK(cudaMemcpy(got.data(), dg, P * sizeof(float), cudaMemcpyDeviceToHost));
         return got;
     };
+    /* where the backward's first launch computes dW3 and db3
+     * (V3_WGMMA_DW3_MIN_BATCH), those against the double reference too */
+    const bool fused = V3_WGMMA_DW3 && B >= V3_WGMMA_DW3_MIN_BATCH && v3_wgmma_dw3_supported(d);
+    const size_t n3 = (size_t)d.h2 * d.aux + d.aux;
+    std::vector<double> ref3(fused ? n3 : 0, 0.0);
+    for (int b = 0; fused && b < B; b++) {
+        const float *h2b = &host[2][(size_t)b * d.h2], *gb = &host[3][(size_t)b * d.aux];
+        for (int i = 0; i < d.h2; i++)
+            for (int j = 0; j < d.aux; j++)
+                ref3[(size_t)i * d.aux + j] += (double)h2b[i] * gb[j];
+        for (int j = 0; j < d.aux; j++)
+            ref3[(size_t)d.h2 * d.aux + j] += gb[j];
+    }
     static const char *const hows[3] = {"one stream", "eager with a side stream",
                                         "forked graph replay"};
     for (int accumulate = 0; accumulate < 2; accumulate++) {
@@ -816,6 +963,19 @@ static void run_forked_backward(atk_dims_t d, int B, tst_rng_t *r)
             unwritten += !isfinite(v);
         ck_assert_msg(unwritten == 0, "fast backward B %d: %zu gradient elements not written", B,
                       unwritten);
+        if (fused) {
+            char what[64];
+            snprintf(what, sizeof what, "fast backward B %d%s", B,
+                     accumulate ? " (accumulate)" : "");
+            std::vector<double> r3(ref3);
+            for (size_t i = 0; accumulate && i < n3; i++)
+                r3[i] += g0[off[4] + i];
+            printf("  fast backward B %5d%s, dW3 in the dh2_pre launch:", B,
+                   accumulate ? " (accumulate)" : "");
+            rel_error(&want[off[4]], r3.data(), n3 - d.aux, "dW3", what);
+            rel_error(&want[off[5]], &r3[n3 - d.aux], d.aux, "db3", what);
+            printf(" (limit %.0e)\n", LAYER_TOL);
+        }
         for (int how = 1; how < 3; how++) {
             const size_t diff = bits_differ(run(how, accumulate), want);
             ck_assert_msg(diff == 0, "fast backward B %d%s, %s: %zu elements differ from one stream",
@@ -880,10 +1040,13 @@ START_TEST(forked_backward_matches_one_stream)
     tst_rng_t r;
     tst_rng_seed(&r, g_seed ^ 0x75);
     /* below the wgmma backward (no fork), its first batch, 4,096, a batch
-     * that is no multiple of a chunk, 16,384; widths with tails */
+     * that is no multiple of a chunk, 16,384, past V3_WGMMA_DW3_MIN_BATCH
+     * (dW3 in the dh2_pre launch where V3_WGMMA_DW3 is 1); widths with
+     * tails */
     static const trunk_case_t cases[] = {
         {{256, 256, 256, 128}, 512},   {{256, 256, 256, 128}, 1024}, {{256, 256, 256, 128}, 4096},
         {{132, 260, 136, 20}, 3001},   {{256, 256, 256, 128}, 6700}, {{256, 256, 256, 128}, 16384},
+        {{256, 256, 256, 128}, V3_WGMMA_DW3_MIN_BATCH + 1},
     };
     const size_t n_cases = cases_to_run(sizeof cases / sizeof cases[0]);
     for (size_t i = 0; i < n_cases; i++)
@@ -1049,6 +1212,40 @@ START_TEST(outside_the_domain_is_refused)
                          cudaErrorInvalidValue);
         *tgp[i] = keep;
     }
+    /* the fused dh2_pre + dW3 launch and its sum: aux past 128, a width not
+     * a multiple of 4, batch 0, each pointer null or misaligned in turn;
+     * nothing written (dh2 and the gradients lie in gflat) */
+    const atk_dims_t aux_wide = {8, 8, 8, 132};
+    ck_assert_int_eq(v3_wgmma_dw3_supported(aux_wide), 0);
+    ck_assert_int_eq(v3_wgmma_dw3_supported(odd), 0);
+    ck_assert_int_eq(v3_wgmma_dw3_supported(td), 1);
+    ck_assert_uint_eq(v3_wgmma_dw3_partials_floats(aux_wide), 0);
+    ck_assert_uint_eq(v3_wgmma_dw3_partials_floats(td), V3_WGMMA_DW3_MAX_GROUPS * (8 * 8 + 8));
+    ck_assert_int_eq(v3_wgmma_hidden_grad_dw3(aux_wide, in, in, in, gflat, 16, part, 0, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_hidden_grad_dw3(td, in, in, in, gflat, 0, part, 0, 0),
+                     cudaErrorInvalidValue);
+    for (int i = 0; i < 5; i++)
+        for (int bad = 0; bad < 2; bad++) {
+            float *p[5] = {const_cast<float *>(in), const_cast<float *>(in),
+                           const_cast<float *>(in), gflat, part};
+            p[i] = bad ? NULL : p[i] + 1;
+            ck_assert_int_eq(v3_wgmma_hidden_grad_dw3(td, p[0], p[1], p[2], p[3], 16, p[4], 0, 0),
+                             cudaErrorInvalidValue);
+        }
+    ck_assert_int_eq(v3_wgmma_dw3_sum(aux_wide, 16, &tg, 0, part, 1, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_dw3_sum(td, 0, &tg, 0, part, 1, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_dw3_sum(td, 16, NULL, 0, part, 1, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_dw3_sum(td, 16, &tg, 0, NULL, 1, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(v3_wgmma_dw3_sum(td, 16, &tg, 0, part + 1, 1, 0), cudaErrorInvalidValue);
+    for (float **q : {&tg.dw3, &tg.db3}) {
+        float *const keep = *q;
+        *q = keep + 2;
+        ck_assert_int_eq(v3_wgmma_dw3_sum(td, 16, &tg, 0, part, 1, 0), cudaErrorInvalidValue);
+        *q = NULL;
+        ck_assert_int_eq(v3_wgmma_dw3_sum(td, 16, &tg, 0, part, 1, 0), cudaErrorInvalidValue);
+        *q = keep;
+    }
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> untouched(4096);
     CUDA_OK(cudaMemcpy(untouched.data(), gflat, 4096 * sizeof(float), cudaMemcpyDeviceToHost));
@@ -1073,6 +1270,7 @@ int main(void)
     tcase_add_test(tc, layer_matches_double_reference);
     tcase_add_test(tc, hidden_grad_matches_double_reference);
     tcase_add_test(tc, weight_grads_match_double_reference);
+    tcase_add_test(tc, dh2_dw3_matches_double_reference);
     tcase_add_test(tc, chain_matches_layer_launches);
     tcase_add_test(tc, call_tile_follows_its_rule);
     tcase_add_test(tc, forked_backward_matches_one_stream);
