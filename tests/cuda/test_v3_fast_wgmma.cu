@@ -555,13 +555,20 @@ START_TEST(weight_grads_match_double_reference)
 }
 END_TEST
 
+/* Bits of got against want (same size), as a count of differing elements. */
+static size_t bits_differ(const std::vector<float> &got, const std::vector<float> &want)
+{
+    size_t diff = 0;
+    for (size_t i = 0; i < got.size(); i++)
+        diff += tst_f32_bits(got[i]) != tst_f32_bits(want[i]);
+    return diff;
+}
+
 /* dh2_pre with dW3 and db3 in one launch (v3_wgmma_hidden_grad_dw3, then
  * v3_wgmma_dw3_sum): dh2, dW3 and db3 against the double reference, each
  * output poisoned, every element written, the guards untouched, a second
  * call the same bits (two_calls), dh2 the bits of the narrow hidden-gradient
  * launch; then accumulate onto random gradients. */
-static size_t bits_differ(const std::vector<float> &got, const std::vector<float> &want);
-
 static double run_dh2_dw3(atk_dims_t d, int B, float scale, tst_rng_t *r)
 {
     const int n = d.h2, k = d.aux;
@@ -584,20 +591,14 @@ static double run_dh2_dw3(atk_dims_t d, int B, float scale, tst_rng_t *r)
 
     char what[112];
     snprintf(what, sizeof what, "dh2 + dW3 h2 %d aux %d B %d, dout ±%g", n, k, B, (double)scale);
-    /* dh2, with the partials of the same call summed after it */
-    std::vector<float> got3;
-    const std::vector<float> got = two_calls(
-        [&](int pdl) {
-            cudaError_t e = v3_wgmma_hidden_grad_dw3(d, dd, dw, dy, dc, B, dpart, pdl, 0);
-            return e != cudaSuccess ? e : v3_wgmma_dw3_sum(d, B, &g, 0, dpart, 1, 0);
-        },
-        dc, nc, gw_dh2, what);
-    got3 = two_calls(
-        [&](int pdl) {
-            cudaError_t e = v3_wgmma_hidden_grad_dw3(d, dd, dw, dy, dc, B, dpart, pdl, 0);
-            return e != cudaSuccess ? e : v3_wgmma_dw3_sum(d, B, &g, 0, dpart, 1, 0);
-        },
-        d3, n3, gw_3, what);
+    /* the launch with its partials summed after it; two_calls checks dh2,
+     * then dW3 and db3 */
+    auto call = [&](int pdl) {
+        cudaError_t e = v3_wgmma_hidden_grad_dw3(d, dd, dw, dy, dc, B, dpart, pdl, 0);
+        return e != cudaSuccess ? e : v3_wgmma_dw3_sum(d, B, &g, 0, dpart, 1, 0);
+    };
+    const std::vector<float> got = two_calls(call, dc, nc, gw_dh2, what);
+    const std::vector<float> got3 = two_calls(call, d3, n3, gw_3, what);
 
     /* dh2: the bits of the hidden-gradient launch on narrow tiles (the same
      * k order) */
@@ -718,15 +719,6 @@ static std::vector<std::vector<float>> chain_twice(F call, float *const *dst, co
         got[i].resize(n[i]);
     }
     return got;
-}
-
-/* Bits of got against want (same size), as a count of differing elements. */
-static size_t bits_differ(const std::vector<float> &got, const std::vector<float> &want)
-{
-    size_t diff = 0;
-    for (size_t i = 0; i < got.size(); i++)
-        diff += tst_f32_bits(got[i]) != tst_f32_bits(want[i]);
-    return diff;
 }
 
 /* One case of the chain kernel: the forward (v3_wgmma_forward) against the
