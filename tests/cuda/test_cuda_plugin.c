@@ -1585,10 +1585,16 @@ int main(int argc, char **argv)
 
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    const int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
     srunner_free(sr);
     if (failed)
         return EXIT_FAILURE;
+    if (ran == 0) { /* CK_RUN_CASE named no case of this mode: nothing was checked */
+        const char *only = getenv("CK_RUN_CASE");
+        fprintf(stderr, "%s %s: no test ran (CK_RUN_CASE=%s; '%s cases' lists them)\n", argv[0],
+                mode, only ? only : "", argv[0]);
+        return EXIT_FAILURE;
+    }
     if (strcmp(mode, "gpu") == 0 && g_counts->ran == 0 && g_counts->skipped > 0) {
         printf("no CUDA device: all %d GPU cases skipped\n", g_counts->skipped);
         return SKIP_EXIT;
