@@ -888,7 +888,9 @@ __device__ __forceinline__ void wgrad_epilogue(const WGrads &G, const WGrad &Q,
  * next slab's stores overlap this one's wgmmas. One barrier per slab is
  * enough: stage s mod 3 is written at slab s after every thread has passed
  * slab s - 1's barrier, hence after every warpgroup has waited, at the end
- * of slab s - 2, for slab s - 3's wgmmas, the last to read that stage. */
+ * of slab s - 2, for slab s - 3's wgmmas, the last to read that stage.
+ * As a programmatic dependent it loads its first rows of a before the wait
+ * (a is x or a record, complete before the call began), those of g after. */
 __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_constant__ WGrads G)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -903,10 +905,12 @@ __global__ void __launch_bounds__(NT, 2) v3_wgmma_wgrad_kernel(const __grid_cons
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int col = tid & (BM - 1), k0 = WG_ROWS * (tid / BM);
+    float va[WG_ROWS], vg[WG_ROWS];
+    /* a (x, h1 or h2) is complete before the call's first launch, an
+     * ordinary one, began: its first rows load while the predecessor runs */
+    load_column(va, Q.a, Q.m, m0 + col, b_begin + k0, b_end);
     v2pdl::pdl_wait(); /* the hidden gradients are complete (when launched as a dependent) */
     v2pdl::pdl_trigger();
-    float va[WG_ROWS], vg[WG_ROWS];
-    load_column(va, Q.a, Q.m, m0 + col, b_begin + k0, b_end);
     load_column(vg, Q.g, Q.n, n0 + col, b_begin + k0, b_end);
     float dbs[1] = {0.0f}; /* this thread's share of its column's sum of g */
     float acc[64];
