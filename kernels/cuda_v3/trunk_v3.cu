@@ -27,9 +27,15 @@
  * thread 0 after a block barrier, ld.acquire.gpu polls by the reader, then
  * a block barrier: the release/acquire pair and the barriers order every
  * thread's accesses, so no further fence is needed),
- * each on its own 128-byte line, zeroed by a memset before each backward
- * launch. The backward is a cooperative launch, so every block is resident
- * while others poll.
+ * each on its own 128-byte line. A flag is a count, not a bit: every block
+ * of a backward's grid bumps each of its flags exactly once per call, so
+ * all flags of the grid hold one count n when a launch starts; a block
+ * reads n from its own flag first, and a waiter waits while a producer's
+ * flag still reads n (sound across the 32-bit wrap). No memset precedes
+ * the launch. The counts live in the workspace's state region, one set per
+ * TM (each TM's grid is fixed), which nothing else writes and the adapter
+ * zeroes once at init (trunk_v3.h, "Workspace"). The backward is a
+ * cooperative launch, so every block is resident while others poll.
  *
  * One block per SM: every launch of either kernel asks for more than half
  * of an SM's shared memory (`sole`), padding where its layout needs less,
@@ -66,8 +72,10 @@ constexpr int RUN = 16;         /* samples per unrolled run of a tile's FMAs */
 /* Per-block flags, three sets (dh2 done, dh1 done, tree nodes done), one
  * 128-byte line each, so that pollers of one flag do not queue on another's. */
 constexpr int FLAG_STRIDE = 32;
-constexpr int FLAGS = 3 * MAX_BLOCKS * FLAG_STRIDE; /* words */
+constexpr int FLAGS = 3 * MAX_BLOCKS * FLAG_STRIDE; /* words of one TM's set */
 enum { DH2_DONE = 0, DH1_DONE = 1, NODES_DONE = 2 };
+static_assert(V3_STATE_FLOATS == 3 * FLAGS, "one set of flags per TM (1, 2, 4)");
+static_assert(V3_STATE_FLOATS % 64 == 0, "the state region keeps the workspace 256-byte aligned");
 static_assert(CHUNK % SLAB == 0, "a chunk is a whole number of slabs");
 static_assert(SLAB % RUN == 0, "a full slab is a whole number of runs");
 static_assert(V3_MAX_BATCH <= 2 * PAIR, "the in-kernel tree has at most two pairs");
@@ -98,14 +106,15 @@ __device__ __forceinline__ void wait_copies()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* Publishes "this block's writes so far are done": every thread's stores
- * precede thread 0's release through the block barrier (a release is
- * cumulative over what its thread has synchronised with). */
-__device__ __forceinline__ void publish(unsigned *flag)
+/* Publishes "this block's writes so far are done" by bumping its flag
+ * from the call's count n to n + 1: every thread's stores precede thread
+ * 0's release through the block barrier (a release is cumulative over what
+ * its thread has synchronised with). */
+__device__ __forceinline__ void publish(unsigned *flag, unsigned n)
 {
     __syncthreads();
     if (threadIdx.x == 0)
-        st_release(flag, 1u);
+        st_release(flag, n + 1u);
 }
 
 __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block)
@@ -113,15 +122,16 @@ __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block
     return flags + (set * MAX_BLOCKS + block) * FLAG_STRIDE;
 }
 
-/* Waits until the flags of blocks [first, first + n) in `set` are all set;
+/* Waits until the flags of blocks [first, first + n) in `set` have all
+ * moved on from the call's count `count`;
  * every thread may then read what those blocks published: each poller's
  * acquire reaches the other threads through the block barrier (reads of
  * it go through L2: cp.async.cg, ld.cg). Polls back off, so that waiting
  * blocks leave L2 to the producers. */
-__device__ __forceinline__ void await(unsigned *flags, int set, int first, int n)
+__device__ __forceinline__ void await(unsigned *flags, int set, int first, int n, unsigned count)
 {
     for (int j = threadIdx.x; j < n; j += NT)
-        while (ld_acquire(flag_of(flags, set, first + j)) == 0u)
+        while (ld_acquire(flag_of(flags, set, first + j)) == count)
             __nanosleep(64);
     __syncthreads();
 }
@@ -489,7 +499,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 struct Bwd {
     const float *x, *h1, *h2, *dout, *w2, *w3;
     float *dh2, *dh1, *nodes; /* workspace: [B, H2], [B, H1], [2][P] */
-    unsigned *flags;          /* workspace: FLAGS words (flag_of), zero at launch */
+    unsigned *flags;          /* state region: this TM's FLAGS words (flag_of), all one count */
     float *grad[6];           /* dW1 db1 dW2 db2 dW3 db3 */
     int off[7];               /* their offsets in the flat layout; off[6] = P */
     int batch, enc, n1, n2, aux, accumulate;
@@ -775,6 +785,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     const int rg = threadIdx.x % 16, cg = threadIdx.x / 16; /* a warp: 16 rows x 2 groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bar);
+    /* The call's count: this block's own flags are written only by this
+     * block, after a barrier that every thread reaches after this load. */
+    const unsigned count = __ldcg(flag_of(f.flags, DH2_DONE, blockIdx.x));
     stamp(false, V3B_START);
 
     /* --- dh2_pre, dh1_pre for the cluster's rows (clusters past the batch
@@ -809,7 +822,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         store_cols<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
         push_slice<TM>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2);
         stamp(false, V3B_PUT2);
-        publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
+        publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count);
         stamp(false, V3B_PUB2);
 
         wait_copies<0>();
@@ -831,9 +844,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         store_cols<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a);
         stamp(false, V3B_PUT1);
     } else {
-        publish(flag_of(f.flags, DH2_DONE, blockIdx.x));
+        publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count);
     }
-    publish(flag_of(f.flags, DH1_DONE, blockIdx.x)); /* also: shared memory is free again */
+    publish(flag_of(f.flags, DH1_DONE, blockIdx.x), count); /* also: shared memory is free again */
     stamp(false, V3B_PUB1);
 
     /* --- weight and bias gradients -------------------------------------- */
@@ -868,7 +881,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         if (G.ready >= 0 && waited != which * 2 + pair) {
             /* The blocks of every cluster holding rows of this pair. */
             const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
-            await(f.flags, G.ready, first * CL, (last - first + 1) * CL);
+            await(f.flags, G.ready, first * CL, (last - first + 1) * CL, count);
             waited = which * 2 + pair;
         }
         stamp_item(mine, 1, tag);
@@ -879,14 +892,18 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         stamp_item(mine++, 2, tag);
     }
     if (pairs == 1) {
+        /* no tree level to wait for: the tree's flag moves on all the same,
+         * so that every flag holds the next call's count */
+        if (threadIdx.x == 0)
+            flag_of(f.flags, NODES_DONE, blockIdx.x)[0] = count + 1u;
         stamp(false, V3B_END);
         return;
     }
 
     /* --- the last tree level: node 0 + node 1 ----------------------------- */
-    publish(flag_of(f.flags, NODES_DONE, blockIdx.x));
+    publish(flag_of(f.flags, NODES_DONE, blockIdx.x), count);
     stamp(false, V3B_NODES_PUB);
-    await(f.flags, NODES_DONE, 0, (int)gridDim.x);
+    await(f.flags, NODES_DONE, 0, (int)gridDim.x, count);
     stamp(false, V3B_NODES_WAIT);
     const int P = f.off[6];
     for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P;
@@ -995,7 +1012,7 @@ inline Layout layout_of(atk_dims_t d, int batch)
 {
     const v2_grad_layout_t g = v2_grad_layout(d);
     Layout L;
-    L.dh2 = FLAGS; /* the flags come first (48 KiB, a 16-byte multiple) */
+    L.dh2 = V3_STATE_FLOATS; /* the state region comes first (144 KiB) */
     L.dh1 = L.dh2 + (size_t)batch * d.h2;
     L.nodes = L.dh1 + (size_t)batch * d.h1;
     L.end = L.nodes + (batch > PAIR ? 2 * g.off[6] : 0);
@@ -1063,7 +1080,7 @@ extern "C" size_t v3_workspace_floats(atk_dims_t d, int max_batch)
     const size_t sg = v3_sgemm_workspace_floats(d, max_batch);
     const int b = max_batch < V3_MAX_BATCH ? max_batch : V3_MAX_BATCH;
     const size_t v3 = v3_supported(d) ? layout_of(d, b).end : 0;
-    const size_t m = v2 > sg ? v2 : sg;
+    const size_t m = V3_STATE_FLOATS + (v2 > sg ? v2 : sg);
     return m > v3 ? m : v3;
 }
 
@@ -1139,23 +1156,22 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
     for (int i = 0; i < 6; i++)
         fused = fused && aligned16(grad[i]);
     if (!fused)
-        return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+        return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace + V3_STATE_FLOATS,
+                           stream);
 
     const Layout L = layout_of(d, batch);
     const v2_grad_layout_t gl = v2_grad_layout(d);
     Bwd f = {};
     f.x = x, f.h1 = h1, f.h2 = h2, f.dout = dout, f.w2 = p->w2, f.w3 = p->w3;
     f.dh2 = workspace + L.dh2, f.dh1 = workspace + L.dh1, f.nodes = workspace + L.nodes;
-    f.flags = reinterpret_cast<unsigned *>(workspace);
+    const int set = plan.tm == 1 ? 0 : plan.tm == 2 ? 1 : 2; /* this TM's flags */
+    f.flags = reinterpret_cast<unsigned *>(workspace) + set * FLAGS;
     for (int i = 0; i < 6; i++)
         f.grad[i] = grad[i];
     for (int i = 0; i < 7; i++)
         f.off[i] = (int)gl.off[i];
     f.batch = batch, f.enc = d.enc, f.n1 = d.h1, f.n2 = d.h2, f.aux = d.aux;
     f.accumulate = accumulate;
-    cudaError_t e = cudaMemsetAsync(f.flags, 0, FLAGS * sizeof(unsigned), stream);
-    if (e != cudaSuccess)
-        return e;
     return plan.tm == 1   ? launch_backward<1>(f, plan.clusters, stream)
            : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
                           : launch_backward<4>(f, plan.clusters, stream);
@@ -1179,14 +1195,14 @@ extern "C" cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, c
 {
     if (batch <= V3_FUSED_MAX_BATCH)
         return v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
-    if (batch >= V3_SGEMM_MIN_BATCH &&
-        v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, workspace, batch))
-        return v3_sgemm_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace,
-                                        stream, side, fork, join);
+    float *const ws = workspace + V3_STATE_FLOATS; /* the other paths' scratch */
+    if (batch >= V3_SGEMM_MIN_BATCH && v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, ws, batch))
+        return v3_sgemm_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, ws, stream,
+                                        side, fork, join);
     if (batch < V3_FORK_MIN_BATCH)
-        return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
+        return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, ws, stream);
     return (batch >= V3_EAGER_FORK_MIN_BATCH ? v2_backward_forked_eager : v2_backward_forked)(
-        d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream, side, fork, join);
+        d, p, x, h1, h2, dout, batch, g, accumulate, ws, stream, side, fork, join);
 }
 
 extern "C" cudaError_t v3_backward(atk_dims_t d, const atk_params_t *p, const float *x,

@@ -27,12 +27,13 @@
  *             into all eight blocks by st.async, completing on the
  *             receiver's mbarrier (no cluster barrier per layer).
  *   backward: one cooperative cluster launch on every cluster that fits
- *             (after a memset of its 48 KiB of flags): dh2_pre and dh1_pre
+ *             (and nothing before it): dh2_pre and dh1_pre
  *             row-local in the clusters that hold rows (dh2_pre pushed to
  *             the cluster), written to the workspace; then every block takes
  *             weight- and bias-gradient tiles (dW3, db3 first: they need
  *             nothing from this launch; dW2/db2 and dW1/db1 wait on
- *             per-block flags, release store / acquire poll); each tile
+ *             per-block counting flags, release store / acquire poll);
+ *             each tile
  *             covers one pair of 256-sample chunks and adds the pair (the
  *             canonical tree's first level); for more than one pair
  *             (B > 512) a flag grid barrier, then the last tree level.
@@ -42,10 +43,15 @@
  * on, hence V3_FUSED_MAX_BATCH; it is the vehicle of the small-batch design
  * work, exact and tested bit for bit.
  *
- * Workspace: v3_workspace_floats = the larger of cuda-v2's workspace and the
- * fused path's (48 KiB of flags, dh2/dh1 [min(max_batch, V3_MAX_BATCH), H2 + H1],
- * and two tree nodes of every parameter when max_batch > 512): the two paths
- * never run in one call, so they share it.
+ * Workspace: v3_workspace_floats = the state region (V3_STATE_FLOATS: the
+ * fused backward's flags, one set of 48 KiB per TM = 1, 2, 4, which keep
+ * counts from call to call and must start equal: the adapter zeroes the
+ * workspace once at init), then the larger of cuda-v2's workspace, the
+ * large-batch core's and the fused path's (dh2/dh1
+ * [min(max_batch, V3_MAX_BATCH), H2 + H1], and two tree nodes of every
+ * parameter when max_batch > 512). Only the fused backward touches the
+ * state region; every other path gets the workspace past it. The paths
+ * never run in one call, so they share the rest.
  */
 #ifndef AUXTRUNK_TRUNK_V3_H
 #define AUXTRUNK_TRUNK_V3_H
@@ -69,6 +75,10 @@ extern "C" {
  * H200 (docs/perf-notes-v3.md, "Where cuda-v3 stands"), up to
  * V3_SGEMM_MIN_BATCH (trunk_v3_sgemm.h). */
 #define V3_FUSED_MAX_BATCH 128
+
+/* Floats at the workspace's start that keep the fused backward's flags from
+ * call to call (3 sets x 3 flags x 128 blocks x one 128-byte line). */
+#define V3_STATE_FLOATS (3 * 3 * 128 * 32)
 
 /* Floats of workspace v3_backward needs for batches up to max_batch. */
 size_t v3_workspace_floats(atk_dims_t d, int max_batch);

@@ -82,13 +82,15 @@ bool dw3_fused(atk_dims_t d, int batch)
 
 extern "C" size_t v3_fast_workspace_floats(atk_dims_t d, int max_batch)
 {
+    /* exact: its own state region and the rest; every other path here: the
+     * state region (left to the exact path) and its own scratch past it */
     const size_t exact = v3_workspace_floats(d, max_batch);
-    const size_t fast = v2_fast_workspace_floats(d, max_batch);
+    const size_t fast = V3_STATE_FLOATS + v2_fast_workspace_floats(d, max_batch);
     /* the chain's prepared weights wherever the wgmma path may run (the
      * batches fast mode picks the chain at depend on the device) */
     const size_t chain = max_batch >= V3_WGMMA_MIN_BATCH ? v3_wgmma_chain_scratch_floats(d) : 0;
     const size_t dw3 = dw3_fused(d, max_batch) ? v3_wgmma_dw3_partials_floats(d) : 0;
-    const size_t wgrad = v2_workspace_carve(d, max_batch, NULL).floats +
+    const size_t wgrad = V3_STATE_FLOATS + v2_workspace_carve(d, max_batch, NULL).floats +
                          v3_wgmma_weight_grads_floats(d, max_batch) + chain + dw3;
     const size_t most = fast > exact ? fast : exact;
     return wgrad > most ? wgrad : most;
@@ -106,12 +108,13 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
                                        int batch, float *h1, float *h2, float *out,
                                        float *workspace, cudaStream_t stream)
 {
+    float *const ws = workspace ? workspace + V3_STATE_FLOATS : NULL; /* past the exact state */
     if (!wgmma_forward_takes(d, p, x, batch, h1, h2, out))
         return batch < V2_FAST_MIN_BATCH ? v3_forward(d, p, x, batch, h1, h2, out, stream)
                                          : v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
-    if (v3_wgmma_chain_forward_picked(batch) && v3_wgmma_chain_supported(d) && workspace &&
-        aligned16(workspace)) /* the prepared weights, then one launch */
-        return v3_wgmma_forward(d, p, x, batch, h1, h2, out, chain_scratch(d, batch, workspace),
+    if (v3_wgmma_chain_forward_picked(batch) && v3_wgmma_chain_supported(d) && ws &&
+        aligned16(ws)) /* the prepared weights, then one launch */
+        return v3_wgmma_forward(d, p, x, batch, h1, h2, out, chain_scratch(d, batch, ws),
                                 V3_WGMMA_CHAIN_TILE_128, stream);
     /* the first launch of the call is an ordinary one: whatever the caller
      * queued before (an optimizer step writing the weights) is complete
@@ -134,21 +137,24 @@ extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t 
                                                cudaStream_t stream, cudaStream_t side,
                                                cudaEvent_t fork, cudaEvent_t join)
 {
-    if (!wgmma_backward_takes(d, p, x, h1, h2, dout, batch, g, workspace))
+    /* the exact path below V2_FAST_MIN_BATCH takes the whole workspace;
+     * every other path its scratch past the exact path's state region */
+    float *const ws = workspace ? workspace + V3_STATE_FLOATS : NULL;
+    if (!wgmma_backward_takes(d, p, x, h1, h2, dout, batch, g, ws))
         return batch < V2_FAST_MIN_BATCH
                    ? v3_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, workspace,
                                         stream, side, fork, join)
-                   : v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace,
+                   : v2_fast_backward(d, p, x, h1, h2, dout, batch, g, accumulate, ws,
                                       stream);
     /* dh2_pre and dh1_pre where cuda-v2's weight gradients read them */
-    const v2_workspace_t W = v2_workspace_carve(d, batch, workspace);
+    const v2_workspace_t W = v2_workspace_carve(d, batch, ws);
     const int widths[2] = {d.h2, d.h1}, tile = v3_wgmma_call_tile(batch, widths, 2);
     cudaError_t e;
     /* an ordinary first launch and a dependent, as in the forward; where
      * the first one computes dW3 and db3 too, the weight-gradient launches
      * compute dW1 and dW2 only, and dW3's sum follows dW2's */
     const bool fused = dw3_fused(d, batch);
-    float *const part3 = fused ? dw3_partials(d, batch, workspace) : NULL;
+    float *const part3 = fused ? dw3_partials(d, batch, ws) : NULL;
     const int last = fused ? 1 : 2;
     e = fused ? v3_wgmma_hidden_grad_dw3(d, dout, p->w3, h2, W.dh2, batch, part3, 0, stream)
               : v3_wgmma_hidden_grad(dout, p->w3, h2, W.dh2, batch, d.h2, d.aux, 0, tile, stream);
@@ -164,7 +170,7 @@ extern "C" cudaError_t v3_fast_backward_forked(atk_dims_t d, const atk_params_t 
         if ((e = dh1()) != cudaSuccess)
             return e;
         if (!V3_WGMMA_WEIGHT_GRADS)
-            return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, workspace,
+            return v2_fast_weight_grads(d, x, h1, h2, dout, batch, g, accumulate, ws,
                                         stream);
         if ((e = v3_wgmma_weight_grads_of(d, x, h1, h2, dout, W.dh1, W.dh2, batch, g, accumulate,
                                           W.partials, 0, last, 1, stream)) != cudaSuccess)

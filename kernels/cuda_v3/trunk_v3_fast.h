@@ -55,8 +55,10 @@
  * exceed it (1.4e-2 measured on the H200; figures in
  * docs/perf-notes-v3-fast.md).
  *
- * Workspace: the largest of cuda-v3's exact workspace, cuda-v2's fast
- * workspace (either may run) and cuda-v2's carve (dh2_pre, dh1_pre, W2ᵀ,
+ * Workspace: the largest of cuda-v3's exact workspace (its state region
+ * first: the exact path below V2_FAST_MIN_BATCH keeps its flags' counts
+ * there) and, past that state region, cuda-v2's fast
+ * workspace (either may run) or cuda-v2's carve (dh2_pre, dh1_pre, W2ᵀ,
  * W3ᵀ) followed by v3_wgmma_weight_grads' chunk partials and, from
  * V3_WGMMA_MIN_BATCH on (fast mode may pick the chain kernel there, below),
  * its prepared weights (v3_wgmma_chain_scratch_floats; the forward puts

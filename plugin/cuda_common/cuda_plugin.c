@@ -36,6 +36,21 @@ static size_t aligned(size_t bytes) { return (bytes + ATC_ALIGN - 1) / ATC_ALIGN
 /* ------------------------------------------------------------------------- */
 /* Lifecycle                                                                 */
 
+/* Zeroes n bytes of device memory at p and waits for it, on a stream of its
+ * own: the caller's streams, which may be busy (a hot swap in a running
+ * host), are neither waited for nor made to wait. */
+static cudaError_t zero_now(void *p, size_t n)
+{
+    cudaStream_t t;
+    cudaError_t e = cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking), e2;
+    if (e != cudaSuccess)
+        return e;
+    if ((e = cudaMemsetAsync(p, 0, n, t)) == cudaSuccess)
+        e = cudaStreamSynchronize(t);
+    e2 = cudaStreamDestroy(t);
+    return e != cudaSuccess ? e : e2;
+}
+
 /* The second stream and its events, where made (each NULL otherwise); the
  * first error is kept. */
 static cudaError_t side_free(auxtrunk_handle_t *h)
@@ -117,7 +132,10 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
         goto fail;
     st = ATC_CHECK(&h->base, cudaMalloc(&h->block, block_bytes));
     if (st == AUXTRUNK_OK) {
-        st = ATC_CHECK(&h->base, h->mode->prepare());
+        /* the workspace starts zeroed (cuda_plugin.h) */
+        st = ATC_CHECK(&h->base, zero_now((char *)h->block + 2 * (b1 + b2), bw));
+        if (st == AUXTRUNK_OK)
+            st = ATC_CHECK(&h->base, h->mode->prepare());
         if (st == AUXTRUNK_OK)
             st = ATC_CHECK(&h->base, side_make(h));
         if (st != AUXTRUNK_OK)

@@ -14,7 +14,11 @@
  *   ih1, ih2   the same shapes                   infer's activations, so that
  *                                                infer never touches the record
  *   workspace  mode->workspace_floats(dims,      the kernel set's own scratch, for
- *              max_batch) floats                 forward, infer and backward
+ *              max_batch) floats                 forward, infer and backward;
+ *                                                zeroed once by init (before
+ *                                                init returns), never again: a
+ *                                                kernel set may keep state
+ *                                                there from call to call
  * and, where the mode has backward_forked, a stream and two events of the
  * handle's device (no memory of their own that the handle reports).
  * The host orders the handle's calls; the device work of two calls on one

@@ -12,8 +12,10 @@
  * handle the exact kernels (AUXTRUNK_CAP_EXACT holds for it).
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
- * v3_workspace_floats(dims, max_batch) floats, the largest of cuda-v2's
- * workspace, the fused path's (48 KiB of flags, dh2/dh1
+ * v3_workspace_floats(dims, max_batch) floats: the fused backward's state
+ * region (V3_STATE_FLOATS, 144 KiB of counting flags, which the adapter
+ * zeroes at init), then the largest of cuda-v2's
+ * workspace, the fused path's (dh2/dh1
  * [min(max_batch, 1024), H2+H1], two tree nodes of all P parameters when
  * max_batch > 512) and the large-batch path's (cuda-v2's carve, and one
  * tree node of P floats per chunk up to 128 chunks, per chunk pair above:
