@@ -132,8 +132,14 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
         goto fail;
     st = ATC_CHECK(&h->base, cudaMalloc(&h->block, block_bytes));
     if (st == AUXTRUNK_OK) {
+        char *p = h->block;
+        h->h1 = (float *)p;
+        h->h2 = (float *)(p += b1);
+        h->ih1 = (float *)(p += b2);
+        h->ih2 = (float *)(p += b1);
+        h->workspace = (float *)(p += b2);
         /* the workspace starts zeroed (cuda_plugin.h) */
-        st = ATC_CHECK(&h->base, zero_now((char *)h->block + 2 * (b1 + b2), bw));
+        st = ATC_CHECK(&h->base, zero_now(h->workspace, bw));
         if (st == AUXTRUNK_OK)
             st = ATC_CHECK(&h->base, h->mode->prepare());
         if (st == AUXTRUNK_OK)
@@ -145,12 +151,6 @@ static int32_t cuda_init(const auxtrunk_config_t *config, auxtrunk_handle_t **ou
     if (st != AUXTRUNK_OK)
         goto fail;
 
-    char *p = h->block;
-    h->h1 = (float *)p;
-    h->h2 = (float *)(p += b1);
-    h->ih1 = (float *)(p += b2);
-    h->ih2 = (float *)(p += b1);
-    h->workspace = (float *)(p += b2);
     *out_handle = h;
     return AUXTRUNK_OK;
 

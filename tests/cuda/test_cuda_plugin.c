@@ -875,7 +875,8 @@ START_TEST(graph_replay_equals_eager)
 #else /* at least forward, infer and backward each left a launch in the graph */
         ck_assert_msg(nodes >= 3, "captured %zu nodes, expected at least 3 launches", nodes);
 #endif
-        for (int replay = 0; replay < 3; replay++) {
+        const int replays = 3;
+        for (int replay = 0; replay < replays; replay++) {
             CUDA_OK(cudaGraphLaunch(exec, s));
             CUDA_OK(cudaStreamSynchronize(s));
             result_t g = outputs_fetch(&pb, &o);
@@ -883,8 +884,8 @@ START_TEST(graph_replay_equals_eager)
             result_free(&g);
             outputs_poison(&o);
         }
-        printf("  %d/%d/%d/%d B=%d: 3 graph replays equal eager\n", dims[t].enc, dims[t].h1,
-               dims[t].h2, dims[t].aux, batches[t]);
+        printf("  %d/%d/%d/%d B=%d: %d graph replays equal eager\n", dims[t].enc, dims[t].h1,
+               dims[t].h2, dims[t].aux, batches[t], replays);
         CUDA_OK(cudaGraphExecDestroy(exec));
         CUDA_OK(cudaGraphDestroy(graph));
         result_free(&want);
