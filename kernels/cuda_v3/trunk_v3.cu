@@ -233,9 +233,10 @@ __device__ __forceinline__ float comp(float4 v, int q)
 }
 
 /* Four reduction steps of a thread's TM x TC outputs, weights stored
- * [k][8·TC] (a layer's column slice, as the forward reads W): a[i] = 4
- * values of row i's input, w[q] = the TC weights of step q, contiguous. */
-template <int TM, int TC>
+ * [k][LDW] (a layer's column slice, as the forward reads W): a[i] = 4
+ * values of row i's input (rows RS apart), w[q] = the TC weights of step
+ * q, contiguous. */
+template <int TM, int TC, int RS = 16, int LDW = 8 * TC>
 struct FragCols {
     float4 a[TM];
     float w[4][TC];
@@ -244,10 +245,10 @@ struct FragCols {
         (void)ldw;
 #pragma unroll
         for (int i = 0; i < TM; i++)
-            a[i] = *reinterpret_cast<const float4 *>(a0 + 16 * i * lda + k0);
+            a[i] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0);
 #pragma unroll
         for (int q = 0; q < 4; q++)
-            load_tc<TC>(w[q], w0 + (k0 + q) * (8 * TC));
+            load_tc<TC>(w[q], w0 + (k0 + q) * LDW);
     }
     __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
     {
@@ -334,29 +335,34 @@ __device__ __forceinline__ void store_tc(float *p, const float (&v)[TC])
         *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
 }
 
-/* Pushes this thread's TM x 4 outputs (columns c of rows rg + 16 i) into
+/* Pushes this thread's TM x TC outputs (columns c.., rows rg + RS i) into
  * the buffer s [R][ld] of every block of the cluster. */
-template <int TM>
-__device__ __forceinline__ void push_rows(float *s, int ld, int rg, int c, const float (&v)[TM][4],
-                                          unsigned bar)
+template <int TM, int TC, int RS>
+__device__ __forceinline__ void push_rows(float *s, int ld, int rg, int c,
+                                          const float (&v)[TM][TC], unsigned bar)
 {
 #pragma unroll
     for (unsigned b = 0; b < CL; b++) {
         const unsigned rbar = peer(bar, b);
 #pragma unroll
-        for (int i = 0; i < TM; i++)
-            push16(peer(smem_u32(s + (rg + 16 * i) * ld + c), b), as4<4>(v[i]), rbar);
+        for (int i = 0; i < TM; i++) {
+            const unsigned dst = peer(smem_u32(s + (rg + RS * i) * ld + c), b);
+            if constexpr (TC == 4)
+                push16(dst, as4<4>(v[i]), rbar);
+            else
+                push8(dst, make_float2(v[i][0], v[i][1]), rbar);
+        }
     }
 }
 
-/* Stores rows row0 + rg + 16 i (< batch) of this thread's outputs to g [*, n]. */
-template <int TM, int TC>
+/* Stores rows row0 + rg + RS i (< batch) of this thread's outputs to g [*, n]. */
+template <int TM, int TC, int RS>
 __device__ __forceinline__ void store_rows(float *g, int n, int row0, int rg, int c, int batch,
                                            const float (&v)[TM][TC])
 {
 #pragma unroll
     for (int i = 0; i < TM; i++) {
-        const int row = row0 + rg + 16 * i;
+        const int row = row0 + rg + RS * i;
         if (row < batch)
             store_tc<TC>(g + (size_t)row * n + c, v[i]);
     }
@@ -372,17 +378,26 @@ struct Fwd {
 
 __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 
-/* Shared memory of the forward, in floats (layout in v3_forward_kernel). */
-__host__ __device__ constexpr size_t fwd_floats(int tm, int enc, int n1, int n2, int tc3)
+/* Shared memory of the forward for `rows` rows a cluster, in floats
+ * (layout in v3_forward_kernel). */
+__host__ __device__ constexpr size_t fwd_floats(int rows, int enc, int n1, int n2, int tc3)
 {
-    return (size_t)16 * tm * (imax(enc, n2) + 4) + (size_t)16 * tm * (n1 + 4) +
+    return (size_t)rows * (imax(enc, n2) + 4) + (size_t)rows * (n1 + 4) +
            (size_t)imax(enc * SW, n2 * 8 * tc3) + (size_t)n1 * SW;
 }
 
-template <int TM, int TC3>
+/* RG row groups of NT / RG column groups: RG = 16, a thread's TC = 4
+ * columns of layers 1 and 2 in each of its TM rows; RG = 8 (TM = 1 only),
+ * TC = 2 columns of its one row: per four steps a warp then loads one
+ * activation piece and four 8-byte weight pieces of one column group per
+ * quarter-warp, two thirds of RG = 16's shared-memory clocks for half the
+ * rows. Layer 3 keeps 8 column groups of TC3 columns: with RG = 8 only
+ * the block's first 64 threads run it. */
+template <int TM, int TC3, int RG>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_kernel(Fwd f)
 {
-    constexpr int R = 16 * TM, W3 = 8 * TC3;
+    static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
+    constexpr int R = RG * TM, W3 = 8 * TC3, TC = SW * RG / NT;
     extern __shared__ __align__(16) float smem[];
     __shared__ __align__(8) unsigned long long bars[2];
     const int ldx = f.enc + 4, ld1 = f.n1 + 4, ld2 = f.n2 + 4;
@@ -398,8 +413,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
-    const int rg = threadIdx.x % 16, cg = threadIdx.x / 16; /* a warp: 16 rows x 2 groups */
-    const int c12 = (int)rank * SW + 4 * cg, c3 = (int)rank * W3 + TC3 * cg;
+    /* A warp: RG rows x 32 / RG column groups. */
+    const int rg = threadIdx.x % RG, cg = threadIdx.x / RG;
+    const int c12 = (int)rank * SW + TC * cg, c3 = (int)rank * W3 + TC3 * cg;
     const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
 
     stamp(true, V3F_START);
@@ -416,10 +432,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 
     /* Widths are multiples of 4 and slices start on multiples of 4, so a
      * thread's columns are all in range or all out. */
-    const bool in1 = c12 < f.n1, in2 = c12 < f.n2, in3 = c3 < f.aux;
-    float a1[TM][4], a2[TM][4], a3[TM][TC3];
+    const bool in1 = c12 < f.n1, in2 = c12 < f.n2, in3 = cg < 8 && c3 < f.aux;
+    float a1[TM][TC], a2[TM][TC], a3[TM][TC3];
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < TC; c++) {
         const float v1 = in1 ? f.b1[c12 + c] : 0.0f, v2 = in2 ? f.b2[c12 + c] : 0.0f;
 #pragma unroll
         for (int i = 0; i < TM; i++)
@@ -442,19 +458,19 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     }
     stamp(true, V3F_STAGED);
     if (in1) {
-        chain<FragCols<TM, 4>>(a1, xs + rg * ldx, ldx, w1s + 4 * cg, SW, f.enc);
+        chain<FragCols<TM, TC, RG, SW>>(a1, xs + rg * ldx, ldx, w1s + TC * cg, SW, f.enc);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
-            for (int c = 0; c < 4; c++)
+            for (int c = 0; c < TC; c++)
                 a1[i][c] = auxtrunk_canon_elu(a1[i][c]);
     }
     stamp(true, V3F_L1);
     cluster_wait(); /* every block's mbarriers are initialised */
     stamp(true, V3F_CLUSTER);
     if (in1) {
-        push_rows<TM>(h1s, ld1, rg, c12, a1, bar1);
-        store_rows<TM, 4>(f.h1, f.n1, row0, rg, c12, f.batch, a1);
+        push_rows<TM, TC, RG>(h1s, ld1, rg, c12, a1, bar1);
+        store_rows<TM, TC, RG>(f.h1, f.n1, row0, rg, c12, f.batch, a1);
     }
     stamp(true, V3F_PUSH1);
     __syncthreads(); /* W1 is read: its space takes W3 */
@@ -468,15 +484,15 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     mbar_wait0(bar1);
     stamp(true, V3F_X1);
     if (in2) {
-        chain<FragCols<TM, 4>>(a2, h1s + rg * ld1, ld1, w2s + 4 * cg, SW, f.n1);
+        chain<FragCols<TM, TC, RG, SW>>(a2, h1s + rg * ld1, ld1, w2s + TC * cg, SW, f.n1);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
-            for (int c = 0; c < 4; c++)
+            for (int c = 0; c < TC; c++)
                 a2[i][c] = auxtrunk_canon_elu(a2[i][c]);
         stamp(true, V3F_L2);
-        push_rows<TM>(h2s, ld2, rg, c12, a2, bar2);
-        store_rows<TM, 4>(f.h2, f.n2, row0, rg, c12, f.batch, a2);
+        push_rows<TM, TC, RG>(h2s, ld2, rg, c12, a2, bar2);
+        store_rows<TM, TC, RG>(f.h2, f.n2, row0, rg, c12, f.batch, a2);
     }
     stamp(true, V3F_PUSH2);
 
@@ -488,8 +504,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     mbar_wait0(bar2);
     stamp(true, V3F_X2);
     if (in3) {
-        chain<FragCols<TM, TC3>>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
-        store_rows<TM, TC3>(f.out, f.aux, row0, rg, c3, f.batch, a3);
+        chain<FragCols<TM, TC3, RG, W3>>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
+        store_rows<TM, TC3, RG>(f.out, f.aux, row0, rg, c3, f.batch, a3);
     }
     stamp(true, V3F_L3);
 }
@@ -933,10 +949,10 @@ __global__ void __cluster_dims__(CL, 1, 1) v3_probe_kernel(int *out)
 
 /* ---------------------------------------------------------------- host -- */
 
-/* Clusters of each TM (1, 2, 4) that fit on the device at once, measured at
- * the domain's largest shared memory, one block per SM; -1 before
- * v3_prepare. */
-int g_fwd_clusters[3] = {-1, -1, -1};
+/* Clusters of each TM (1, 2, 4; the forward's slot 3: 8 row groups) that
+ * fit on the device at once, measured at the domain's largest shared
+ * memory, one block per SM; -1 before v3_prepare. */
+int g_fwd_clusters[4] = {-1, -1, -1, -1};
 int g_bwd_clusters[3] = {-1, -1, -1};
 int g_cooperative = 0;
 /* Dynamic shared memory (bytes) above which two blocks cannot share an SM:
@@ -948,9 +964,9 @@ size_t g_exclusive = 0;
  * that is more, so that the block has its SM to itself. */
 inline size_t sole(size_t bytes) { return bytes > g_exclusive ? bytes : g_exclusive; }
 
-constexpr size_t FWD_SMEM_MAX(int tm) { return fwd_floats(tm, MAX_W, MAX_W, MAX_W, 4) * 4; }
+constexpr size_t FWD_SMEM_MAX(int rows) { return fwd_floats(rows, MAX_W, MAX_W, MAX_W, 4) * 4; }
 constexpr size_t BWD_SMEM_MAX(int tm) { return bwd_floats(tm, MAX_W, MAX_W) * 4; }
-static_assert(FWD_SMEM_MAX(4) <= 227 * 1024 && BWD_SMEM_MAX(4) <= 227 * 1024, "shared memory");
+static_assert(FWD_SMEM_MAX(64) <= 227 * 1024 && BWD_SMEM_MAX(4) <= 227 * 1024, "shared memory");
 
 /* Raises k's shared-memory limit to sole(smem) and lowers *clusters to the
  * clusters of 8 that fit at once with that request (one block per SM). */
@@ -977,9 +993,19 @@ template <int TM>
 cudaError_t prepare_tm(int slot)
 {
     cudaError_t e;
-    if ((e = fit(v3_forward_kernel<TM, 2>, FWD_SMEM_MAX(TM), &g_fwd_clusters[slot])) ||
-        (e = fit(v3_forward_kernel<TM, 4>, FWD_SMEM_MAX(TM), &g_fwd_clusters[slot])) ||
+    if ((e = fit(v3_forward_kernel<TM, 2, 16>, FWD_SMEM_MAX(16 * TM), &g_fwd_clusters[slot])) ||
+        (e = fit(v3_forward_kernel<TM, 4, 16>, FWD_SMEM_MAX(16 * TM), &g_fwd_clusters[slot])) ||
         (e = fit(v3_backward_kernel<TM>, BWD_SMEM_MAX(TM), &g_bwd_clusters[slot])))
+        return e;
+    return cudaSuccess;
+}
+
+/* The forward with 8 row groups (one row a thread), in slot 3. */
+cudaError_t prepare_half()
+{
+    cudaError_t e;
+    if ((e = fit(v3_forward_kernel<1, 2, 8>, FWD_SMEM_MAX(8), &g_fwd_clusters[3])) ||
+        (e = fit(v3_forward_kernel<1, 4, 8>, FWD_SMEM_MAX(8), &g_fwd_clusters[3])))
         return e;
     return cudaSuccess;
 }
@@ -990,6 +1016,7 @@ cudaError_t prepare_tm(int slot)
  * every block); the forward's, one per row block. */
 struct Plan {
     int tm, clusters;
+    int rg; /* the forward's row groups: 16, or 8 (TM = 1) */
 };
 Plan plan_of(int batch, const int *fit_clusters, bool whole_grid)
 {
@@ -997,9 +1024,22 @@ Plan plan_of(int batch, const int *fit_clusters, bool whole_grid)
         const int tm = 1 << s, need = (batch + 16 * tm - 1) / (16 * tm);
         const int cap = fit_clusters[s] < MAX_CLUSTERS ? fit_clusters[s] : MAX_CLUSTERS;
         if (need <= cap)
-            return {tm, whole_grid ? cap : need};
+            return {tm, whole_grid ? cap : need, 16};
     }
-    return {0, 0};
+    return {0, 0, 16};
+}
+
+/* The forward's plan: 8 row groups (R = 8 rows a cluster) where its
+ * clusters fit at once, else plan_of's. Halving a block's rows halves its
+ * chains' shared-memory traffic per step (v3_forward_kernel), for twice
+ * the clusters. */
+Plan fwd_plan_of(int batch)
+{
+    const int cap = g_fwd_clusters[3] < MAX_CLUSTERS ? g_fwd_clusters[3] : MAX_CLUSTERS;
+    const int need = (batch + 7) / 8;
+    if (need <= cap)
+        return {1, need, 8};
+    return plan_of(batch, g_fwd_clusters, false);
 }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1019,16 +1059,16 @@ inline Layout layout_of(atk_dims_t d, int batch)
     return L;
 }
 
-template <int TM>
+template <int TM, int RG>
 cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
 {
     const dim3 grid((unsigned)(clusters * CL));
     if (f.aux <= CL * 8 * 2) { /* 16 output columns per block */
-        const size_t smem = sole(fwd_floats(TM, f.enc, f.n1, f.n2, 2) * 4);
-        v3_forward_kernel<TM, 2><<<grid, NT, smem, s>>>(f);
+        const size_t smem = sole(fwd_floats(RG * TM, f.enc, f.n1, f.n2, 2) * 4);
+        v3_forward_kernel<TM, 2, RG><<<grid, NT, smem, s>>>(f);
     } else {
-        const size_t smem = sole(fwd_floats(TM, f.enc, f.n1, f.n2, 4) * 4);
-        v3_forward_kernel<TM, 4><<<grid, NT, smem, s>>>(f);
+        const size_t smem = sole(fwd_floats(RG * TM, f.enc, f.n1, f.n2, 4) * 4);
+        v3_forward_kernel<TM, 4, RG><<<grid, NT, smem, s>>>(f);
     }
     return cudaGetLastError();
 }
@@ -1099,7 +1139,7 @@ extern "C" cudaError_t v3_prepare(void)
         g_exclusive = exclusive;
     if ((e = v2_prepare()) != cudaSuccess || (e = v3_sgemm_prepare()) != cudaSuccess ||
         (e = prepare_tm<1>(0)) != cudaSuccess || (e = prepare_tm<2>(1)) != cudaSuccess ||
-        (e = prepare_tm<4>(2)) != cudaSuccess)
+        (e = prepare_tm<4>(2)) != cudaSuccess || (e = prepare_half()) != cudaSuccess)
         return e;
     /* A device that refuses cooperative cluster launches runs cuda-v2's
      * backward instead (the flags need every block resident). */
@@ -1130,7 +1170,7 @@ extern "C" cudaError_t v3_fused_forward(atk_dims_t d, const atk_params_t *p, con
 {
     /* Row blocks that do not fit at once would run in two waves: cuda-v2 is
      * faster then (docs/perf-notes-v3.md). */
-    const Plan plan = plan_of(batch, g_fwd_clusters, false);
+    const Plan plan = fwd_plan_of(batch);
     const bool fused = v3_supported(d) && batch <= V3_MAX_BATCH && aligned16(x) &&
                        aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) && aligned16(h1) &&
                        aligned16(h2) && aligned16(out);
@@ -1138,9 +1178,10 @@ extern "C" cudaError_t v3_fused_forward(atk_dims_t d, const atk_params_t *p, con
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
     const Fwd f = {x,  p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1,
                    h2, out,   batch, d.enc, d.h1,  d.h2,  d.aux};
-    return plan.tm == 1   ? launch_forward<1>(f, plan.clusters, stream)
-           : plan.tm == 2 ? launch_forward<2>(f, plan.clusters, stream)
-                          : launch_forward<4>(f, plan.clusters, stream);
+    return plan.rg == 8     ? launch_forward<1, 8>(f, plan.clusters, stream)
+           : plan.tm == 1 ? launch_forward<1, 16>(f, plan.clusters, stream)
+           : plan.tm == 2 ? launch_forward<2, 16>(f, plan.clusters, stream)
+                          : launch_forward<4, 16>(f, plan.clusters, stream);
 }
 
 extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, const float *x,

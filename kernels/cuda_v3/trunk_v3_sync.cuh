@@ -110,6 +110,15 @@ __device__ __forceinline__ void push16(unsigned dst, float4 v, unsigned bar)
                  : "memory");
 }
 
+/* The same for 8 bytes. */
+__device__ __forceinline__ void push8(unsigned dst, float2 v, unsigned bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], "
+                 "{%1, %2}, [%3];" ::"r"(dst),
+                 "f"(v.x), "f"(v.y), "r"(bar)
+                 : "memory");
+}
+
 /* A flag in global memory: release store by the writer, acquire load by
  * the reader (GPU scope). */
 __device__ __forceinline__ void st_release(unsigned *p, unsigned v)
