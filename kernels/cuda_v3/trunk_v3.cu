@@ -264,9 +264,10 @@ struct FragCols {
 
 /* The same with weights stored [column][ldw] (rows of W3 and W2, k
  * contiguous, as the hidden gradients read them): the thread's columns are
- * 8 apart (c = group + 8 j), so the 8 groups of a warp read 8 consecutive
- * rows, 4 banks apart; w[j] = 4 steps of column j. */
-template <int TM, int TC>
+ * CS apart (c = group + CS j, CS the block's column groups), so the groups
+ * of a warp read consecutive rows, 4 banks apart; w[j] = 4 steps of column
+ * j. Rows RS apart. */
+template <int TM, int TC, int RS = 16, int CS = 8>
 struct FragRows {
     float4 a[TM];
     float4 w[TC];
@@ -274,10 +275,10 @@ struct FragRows {
     {
 #pragma unroll
         for (int i = 0; i < TM; i++)
-            a[i] = *reinterpret_cast<const float4 *>(a0 + 16 * i * lda + k0);
+            a[i] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0);
 #pragma unroll
         for (int j = 0; j < TC; j++)
-            w[j] = *reinterpret_cast<const float4 *>(w0 + 8 * j * ldw + k0);
+            w[j] = *reinterpret_cast<const float4 *>(w0 + CS * j * ldw + k0);
     }
     __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
     {
@@ -524,9 +525,9 @@ struct Bwd {
 /* Shared memory of the backward, in floats: the row-local stage (dout rows,
  * dh2 rows, this block's rows of W3 and W2, its own dh2 slice), then,
  * reused, the gradient tiles' slabs. */
-__host__ __device__ constexpr size_t bwd_floats(int tm, int n2, int aux)
+__host__ __device__ constexpr size_t bwd_floats(int rows, int n2, int aux)
 {
-    return (size_t)imax((16 * tm + SW) * (aux + 4) + (16 * tm + SW) * (n2 + 4) + 16 * tm * (SW + 4),
+    return (size_t)imax((rows + SW) * (aux + 4) + (rows + SW) * (n2 + 4) + rows * (SW + 4),
                         STAGES * SLAB * 2 * 32);
 }
 
@@ -722,20 +723,20 @@ __device__ void bias_tile(const Bwd &f, const GradOf &G, int pairs, int pair, in
     put1(f, G.b, pairs, pair, n, b1 - b0 > CHUNK ? part[0] + part[1] : part[0]);
 }
 
-/* Stores this thread's TM x 4 outputs (columns c0 + cg + 8 j of rows
- * rg + 16 i, the FragRows layout) to g [*, n]. */
-template <int TM>
+/* Stores this thread's TM x TC outputs (columns c0 + cg + CS j of rows
+ * rg + RS i, the FragRows layout) to g [*, n]. */
+template <int TM, int TC, int RS, int CS>
 __device__ __forceinline__ void store_cols(float *g, int n, int row0, int rg, int c0, int cg,
-                                           int batch, const float (&v)[TM][4])
+                                           int batch, const float (&v)[TM][TC])
 {
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int c = c0 + cg + 8 * j;
+    for (int j = 0; j < TC; j++) {
+        const int c = c0 + cg + CS * j;
         if (c >= n)
             continue;
 #pragma unroll
         for (int i = 0; i < TM; i++) {
-            const int row = row0 + rg + 16 * i;
+            const int row = row0 + rg + RS * i;
             if (row < batch)
                 g[(size_t)row * n + c] = v[i][j];
         }
@@ -749,16 +750,16 @@ __device__ __forceinline__ void store_cols(float *g, int n, int row0, int rg, in
  * scratch and then pushed 16 bytes a piece, consecutive threads taking
  * consecutive pieces: 4-byte pushes of scattered words cost more
  * (docs/perf-notes-v3.md). Contains a block barrier. */
-template <int TM>
+template <int TM, int TC, int RS, int CS>
 __device__ __forceinline__ void push_slice(float *s, int ld, int n, int c0, int rg, int cg,
-                                           const float (&v)[TM][4], float *scratch, unsigned bar)
+                                           const float (&v)[TM][TC], float *scratch, unsigned bar)
 {
-    constexpr int R = 16 * TM, LS = SW + 4;
+    constexpr int R = RS * TM, LS = SW + 4;
 #pragma unroll
     for (int i = 0; i < TM; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
-            scratch[(rg + 16 * i) * LS + cg + 8 * j] = v[i][j];
+        for (int j = 0; j < TC; j++)
+            scratch[(rg + RS * i) * LS + cg + CS * j] = v[i][j];
     __syncthreads();
     const int w4 = max(0, min(SW, n - c0)) / 4, per = R * w4; /* pieces per receiver */
     for (int p = threadIdx.x; p < per * CL; p += NT) {
@@ -770,23 +771,28 @@ __device__ __forceinline__ void push_slice(float *s, int ld, int n, int c0, int 
 }
 
 /* Post-activations y [*, n] at this thread's FragRows outputs (0 outside). */
-template <int TM>
-__device__ __forceinline__ void load_y(float (&y)[TM][4], const float *g, int n, int row0, int rg,
-                                       int c0, int cg, int batch)
+template <int TM, int TC, int RS, int CS>
+__device__ __forceinline__ void load_y(float (&y)[TM][TC], const float *g, int n, int row0,
+                                       int rg, int c0, int cg, int batch)
 {
 #pragma unroll
     for (int i = 0; i < TM; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int row = row0 + rg + 16 * i, c = c0 + cg + 8 * j;
+        for (int j = 0; j < TC; j++) {
+            const int row = row0 + rg + RS * i, c = c0 + cg + CS * j;
             y[i][j] = row < batch && c < n ? g[(size_t)row * n + c] : 0.0f;
         }
 }
 
-template <int TM>
+/* RG row groups as in the forward: RG = 16, a thread's 4 columns (8
+ * apart) in each of its TM rows; RG = 8 (TM = 1 only), 2 columns 16 apart
+ * of its one row, two thirds of the shared-memory clocks a step for half
+ * the rows. The gradient items do not depend on RG. */
+template <int TM, int RG>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_kernel(Bwd f)
 {
-    constexpr int R = 16 * TM;
+    static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
+    constexpr int R = RG * TM, CS = NT / RG, TC = SW / CS;
     extern __shared__ __align__(16) float smem[];
     __shared__ __align__(8) unsigned long long bar;
     const int ldd = f.aux + 4, ld2 = f.n2 + 4;
@@ -798,7 +804,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
-    const int rg = threadIdx.x % 16, cg = threadIdx.x / 16; /* a warp: 16 rows x 2 groups */
+    const int rg = threadIdx.x % RG, cg = threadIdx.x / RG; /* a warp: RG rows x 32 / RG groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bar);
     /* The call's count: this block's own flags are written only by this
@@ -818,25 +824,25 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         commit();
         cluster_arrive_relaxed();
 
-        float y2[TM][4], y1[TM][4], a[TM][4] = {};
-        load_y<TM>(y2, f.h2, f.n2, row0, rg, c0, cg, f.batch);
-        load_y<TM>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
+        float y2[TM][TC], y1[TM][TC], a[TM][TC] = {};
+        load_y<TM, TC, RG, CS>(y2, f.h2, f.n2, row0, rg, c0, cg, f.batch);
+        load_y<TM, TC, RG, CS>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
         wait_copies<1>();
         __syncthreads();
         if (threadIdx.x == 0)
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
         stamp(false, V3B_STAGED);
-        chain<FragRows<TM, 4>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
+        chain<FragRows<TM, TC, RG, CS>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < TC; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y2[i][j]);
         stamp(false, V3B_DH2);
         cluster_wait(); /* every block's mbarrier is initialised */
         stamp(false, V3B_CLUSTER);
-        store_cols<TM>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
-        push_slice<TM>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2);
+        store_cols<TM, TC, RG, CS>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
+        push_slice<TM, TC, RG, CS>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2);
         stamp(false, V3B_PUT2);
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count);
         stamp(false, V3B_PUB2);
@@ -848,16 +854,16 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < TC; j++)
                 a[i][j] = 0.0f;
-        chain<FragRows<TM, 4>>(a, d2s + rg * ld2, ld2, w2s + cg * ld2, ld2, f.n2);
+        chain<FragRows<TM, TC, RG, CS>>(a, d2s + rg * ld2, ld2, w2s + cg * ld2, ld2, f.n2);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < TC; j++)
                 a[i][j] = auxtrunk_canon_elu_grad(a[i][j], y1[i][j]);
         stamp(false, V3B_DH1);
-        store_cols<TM>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a);
+        store_cols<TM, TC, RG, CS>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a);
         stamp(false, V3B_PUT1);
     } else {
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count);
@@ -965,8 +971,8 @@ size_t g_exclusive = 0;
 inline size_t sole(size_t bytes) { return bytes > g_exclusive ? bytes : g_exclusive; }
 
 constexpr size_t FWD_SMEM_MAX(int rows) { return fwd_floats(rows, MAX_W, MAX_W, MAX_W, 4) * 4; }
-constexpr size_t BWD_SMEM_MAX(int tm) { return bwd_floats(tm, MAX_W, MAX_W) * 4; }
-static_assert(FWD_SMEM_MAX(64) <= 227 * 1024 && BWD_SMEM_MAX(4) <= 227 * 1024, "shared memory");
+constexpr size_t BWD_SMEM_MAX(int rows) { return bwd_floats(rows, MAX_W, MAX_W) * 4; }
+static_assert(FWD_SMEM_MAX(64) <= 227 * 1024 && BWD_SMEM_MAX(64) <= 227 * 1024, "shared memory");
 
 /* Raises k's shared-memory limit to sole(smem) and lowers *clusters to the
  * clusters of 8 that fit at once with that request (one block per SM). */
@@ -995,17 +1001,20 @@ cudaError_t prepare_tm(int slot)
     cudaError_t e;
     if ((e = fit(v3_forward_kernel<TM, 2, 16>, FWD_SMEM_MAX(16 * TM), &g_fwd_clusters[slot])) ||
         (e = fit(v3_forward_kernel<TM, 4, 16>, FWD_SMEM_MAX(16 * TM), &g_fwd_clusters[slot])) ||
-        (e = fit(v3_backward_kernel<TM>, BWD_SMEM_MAX(TM), &g_bwd_clusters[slot])))
+        (e = fit(v3_backward_kernel<TM, 16>, BWD_SMEM_MAX(16 * TM), &g_bwd_clusters[slot])))
         return e;
     return cudaSuccess;
 }
 
-/* The forward with 8 row groups (one row a thread), in slot 3. */
+/* The kernels with 8 row groups (one row a thread): the forward in slot 3;
+ * the backward in TM = 1's slot, so that both run one grid and share its
+ * flags (fused_backward). */
 cudaError_t prepare_half()
 {
     cudaError_t e;
     if ((e = fit(v3_forward_kernel<1, 2, 8>, FWD_SMEM_MAX(8), &g_fwd_clusters[3])) ||
-        (e = fit(v3_forward_kernel<1, 4, 8>, FWD_SMEM_MAX(8), &g_fwd_clusters[3])))
+        (e = fit(v3_forward_kernel<1, 4, 8>, FWD_SMEM_MAX(8), &g_fwd_clusters[3])) ||
+        (e = fit(v3_backward_kernel<1, 8>, BWD_SMEM_MAX(8), &g_bwd_clusters[0])))
         return e;
     return cudaSuccess;
 }
@@ -1030,9 +1039,9 @@ Plan plan_of(int batch, const int *fit_clusters, bool whole_grid)
 }
 
 /* The forward's plan: 8 row groups (R = 8 rows a cluster) where its
- * clusters fit at once, else plan_of's. Halving a block's rows halves its
- * chains' shared-memory traffic per step (v3_forward_kernel), for twice
- * the clusters. */
+ * clusters fit at once, else plan_of's. Halving a block's rows cuts its
+ * chains' shared-memory clocks a step by a third (v3_forward_kernel), for
+ * twice the clusters. */
 Plan fwd_plan_of(int batch)
 {
     const int cap = g_fwd_clusters[3] < MAX_CLUSTERS ? g_fwd_clusters[3] : MAX_CLUSTERS;
@@ -1040,6 +1049,16 @@ Plan fwd_plan_of(int batch)
     if (need <= cap)
         return {1, need, 8};
     return plan_of(batch, g_fwd_clusters, false);
+}
+
+/* The backward's: 8 row groups where ceil(B / 8) clusters fit, on TM = 1's
+ * whole grid (the same blocks, so the same flags), else plan_of's. */
+Plan bwd_plan_of(int batch)
+{
+    Plan p = plan_of(batch, g_bwd_clusters, true);
+    if (p.tm == 1 && (batch + 7) / 8 <= p.clusters)
+        p.rg = 8;
+    return p;
 }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1073,7 +1092,7 @@ cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
     return cudaGetLastError();
 }
 
-template <int TM>
+template <int TM, int RG>
 cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
 {
     cudaLaunchAttribute at[1];
@@ -1082,11 +1101,11 @@ cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(clusters * CL));
     cfg.blockDim = dim3(NT);
-    cfg.dynamicSmemBytes = sole(bwd_floats(TM, f.n2, f.aux) * 4);
+    cfg.dynamicSmemBytes = sole(bwd_floats(RG * TM, f.n2, f.aux) * 4);
     cfg.stream = s;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, v3_backward_kernel<TM>, f);
+    return cudaLaunchKernelEx(&cfg, v3_backward_kernel<TM, RG>, f);
 }
 
 } /* namespace */
@@ -1189,7 +1208,7 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
                                          int batch, const atk_grads_t *g, int accumulate,
                                          float *workspace, cudaStream_t stream)
 {
-    const Plan plan = plan_of(batch, g_bwd_clusters, true);
+    const Plan plan = bwd_plan_of(batch);
     float *const grad[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
     bool fused = g_cooperative && plan.tm != 0 && v3_supported(d) && batch <= V3_MAX_BATCH &&
                  aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
@@ -1213,9 +1232,10 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
         f.off[i] = (int)gl.off[i];
     f.batch = batch, f.enc = d.enc, f.n1 = d.h1, f.n2 = d.h2, f.aux = d.aux;
     f.accumulate = accumulate;
-    return plan.tm == 1   ? launch_backward<1>(f, plan.clusters, stream)
-           : plan.tm == 2 ? launch_backward<2>(f, plan.clusters, stream)
-                          : launch_backward<4>(f, plan.clusters, stream);
+    return plan.rg == 8     ? launch_backward<1, 8>(f, plan.clusters, stream)
+           : plan.tm == 1 ? launch_backward<1, 16>(f, plan.clusters, stream)
+           : plan.tm == 2 ? launch_backward<2, 16>(f, plan.clusters, stream)
+                          : launch_backward<4, 16>(f, plan.clusters, stream);
 }
 
 extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
