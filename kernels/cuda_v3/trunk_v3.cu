@@ -4,14 +4,20 @@
  * cuda-v2's kernels.
  *
  * Layout of a cluster (CL = 8 blocks of NT = 128 threads): the cluster owns
- * R = 16·TM batch rows; block `rank` owns columns [32·rank, 32·rank + 32) of
- * H1 and H2 (and 8·TC3 columns of AUX). Thread t works on rows
- * t%16 + 16·i (i < TM) and on TC columns of its group t/16, so a warp
- * covers 16·TM rows × 2 groups: per four reduction steps it reads 16
+ * R = RG·TM batch rows; block `rank` owns columns [32·rank, 32·rank + 32) of
+ * H1 and H2 (and 8·TC3 columns of AUX). With RG = 16 row groups, thread t
+ * works on rows t%16 + 16·i (i < TM) and on 4 columns of its group t/16, so
+ * a warp covers 16·TM rows × 2 groups: per four reduction steps it reads 16
  * distinct activation rows (16-byte loads) and only 2 distinct weight
- * pieces per load: a wide shared load costs more once its warp touches 4
- * or more distinct addresses, less with 1 or 2 (docs/floors-h200.md), so
- * this layout halves the weight loads' cost against 4 rows × 8 groups.
+ * pieces per load: a wide shared load costs more once its quarter-warp
+ * touches 4 or more distinct words, less with 1 or 2 (docs/floors-h200.md),
+ * so this layout halves the weight loads' cost against 4 rows × 8 groups.
+ * With RG = 8 (TM = 1), thread t works on row t%8 and 2 columns of its
+ * group t/8: a block's chains then cost two thirds of the shared-memory
+ * clocks a step for half the rows, and the small batches run on twice the
+ * clusters. The chains track those clocks, so the forward takes RG = 8
+ * wherever ceil(B / 8) clusters fit, the backward up to
+ * HALF_BWD_MAX_BATCH (docs/perf-notes-v3.md, "8 rows a cluster").
  *
  * Exactness: each output is one thread's fmaf chain over its reduction
  * index, ascending, from the bias (forward) or 0 (hidden and weight
@@ -1051,12 +1057,16 @@ Plan fwd_plan_of(int batch)
     return plan_of(batch, g_fwd_clusters, false);
 }
 
-/* The backward's: 8 row groups where ceil(B / 8) clusters fit, on TM = 1's
- * whole grid (the same blocks, so the same flags), else plan_of's. */
+/* The backward's: 8 row groups up to HALF_BWD_MAX_BATCH, on TM = 1's whole
+ * grid (the same blocks, so the same flags), else plan_of's. Above it the
+ * blocks busy with rows leave too few free for the gradient tiles that
+ * need no dh: on an H100 8 row groups were 1.2-1.9 us faster a step at
+ * B <= 64 and 0.5-0.9 slower at 96 and 120 (docs/perf-notes-v3.md). */
+constexpr int HALF_BWD_MAX_BATCH = 64;
 Plan bwd_plan_of(int batch)
 {
     Plan p = plan_of(batch, g_bwd_clusters, true);
-    if (p.tm == 1 && (batch + 7) / 8 <= p.clusters)
+    if (p.tm == 1 && batch <= HALF_BWD_MAX_BATCH && (batch + 7) / 8 <= p.clusters)
         p.rg = 8;
     return p;
 }

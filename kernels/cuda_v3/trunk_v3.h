@@ -38,13 +38,14 @@
  *             canonical tree's first level); for more than one pair
  *             (B > 512) a flag grid barrier, then the last tree level.
  *
- * Measured on the H200 (docs/perf-notes-v3.md), the fused path is level
- * with cuda-v2's kernels at the smallest batches and slower from B = 256
- * on, hence V3_FUSED_MAX_BATCH; it is the vehicle of the small-batch design
- * work, exact and tested bit for bit.
+ * Measured (docs/perf-notes-v3.md), the fused path is faster than cuda-v2's
+ * kernels up to B = 128 (about 5 µs a graph step at B <= 64 on an H100,
+ * 3.36.0) and slower from B = 256 on, hence V3_FUSED_MAX_BATCH; it is the
+ * vehicle of the small-batch design work, exact and tested bit for bit.
  *
  * Workspace: v3_workspace_floats = the state region (V3_STATE_FLOATS: the
- * fused backward's flags, one set of 48 KiB per TM = 1, 2, 4, which keep
+ * fused backward's flags, one set of 48 KiB per TM = 1, 2, 4 (its 8 row
+ * groups run on TM = 1's grid and set), which keep
  * counts from call to call and must start equal: the adapter zeroes the
  * workspace once at init), then the larger of cuda-v2's workspace, the
  * large-batch core's and the fused path's (dh2/dh1
