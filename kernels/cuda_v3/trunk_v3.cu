@@ -1031,13 +1031,15 @@ cudaError_t prepare_half()
  * every block); the forward's, one per row block. */
 struct Plan {
     int tm, clusters;
-    int rg; /* the forward's row groups: 16, or 8 (TM = 1) */
+    int rg; /* row groups: 16, or 8 (TM = 1) */
 };
+/* Clusters a plan may use of the `fit` measured for its kernel. */
+inline int usable(int fit) { return fit < MAX_CLUSTERS ? fit : MAX_CLUSTERS; }
 Plan plan_of(int batch, const int *fit_clusters, bool whole_grid)
 {
     for (int s = 0; s < 3; s++) {
         const int tm = 1 << s, need = (batch + 16 * tm - 1) / (16 * tm);
-        const int cap = fit_clusters[s] < MAX_CLUSTERS ? fit_clusters[s] : MAX_CLUSTERS;
+        const int cap = usable(fit_clusters[s]);
         if (need <= cap)
             return {tm, whole_grid ? cap : need, 16};
     }
@@ -1050,7 +1052,7 @@ Plan plan_of(int batch, const int *fit_clusters, bool whole_grid)
  * twice the clusters. */
 Plan fwd_plan_of(int batch)
 {
-    const int cap = g_fwd_clusters[3] < MAX_CLUSTERS ? g_fwd_clusters[3] : MAX_CLUSTERS;
+    const int cap = usable(g_fwd_clusters[3]);
     const int need = (batch + 7) / 8;
     if (need <= cap)
         return {1, need, 8};
