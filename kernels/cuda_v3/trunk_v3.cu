@@ -1250,10 +1250,23 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
                           : launch_backward<4, 16>(f, plan.clusters, stream);
 }
 
+/* Whether v3_forward and v3_backward give `batch` to the fused path: up to
+ * V3_FUSED_MAX_BATCH always; above it, up to V3_FUSED_TM1_MAX_BATCH, where
+ * both launches' row blocks fit at once with one row a thread (TM = 1). At
+ * TM = 2 the fused step is level with cuda-v2's kernels (B = 256), at TM =
+ * 1 it is shorter (B = 192; docs/perf-notes-v3.md). */
+static bool fused_takes(int batch)
+{
+    if (batch <= V3_FUSED_MAX_BATCH)
+        return true;
+    return batch <= V3_FUSED_TM1_MAX_BATCH && plan_of(batch, g_fwd_clusters, false).tm == 1 &&
+           plan_of(batch, g_bwd_clusters, true).tm == 1;
+}
+
 extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
                                   float *h1, float *h2, float *out, cudaStream_t stream)
 {
-    if (batch <= V3_FUSED_MAX_BATCH)
+    if (fused_takes(batch))
         return v3_fused_forward(d, p, x, batch, h1, h2, out, stream);
     if (batch >= V3_SGEMM_MIN_BATCH && v3_sgemm_forward_ok(d, p, x, h1, h2, out))
         return v3_sgemm_forward(d, p, x, batch, h1, h2, out, stream);
@@ -1266,7 +1279,7 @@ extern "C" cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, c
                                           float *workspace, cudaStream_t stream,
                                           cudaStream_t side, cudaEvent_t fork, cudaEvent_t join)
 {
-    if (batch <= V3_FUSED_MAX_BATCH)
+    if (fused_takes(batch))
         return v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     float *const ws = workspace + V3_STATE_FLOATS; /* the other paths' scratch */
     if (batch >= V3_SGEMM_MIN_BATCH && v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, ws, batch))

@@ -13,7 +13,8 @@
  *
  * The fused path (trunk_v3.cu) runs when the topology is in its domain
  * (every width a multiple of 4, ENC, H1, H2, AUX <= 256), the batch is at
- * most V3_FUSED_MAX_BATCH (V3_MAX_BATCH through v3_fused_*), every pointer
+ * most V3_FUSED_MAX_BATCH (up to V3_FUSED_TM1_MAX_BATCH where one row a
+ * thread fits; V3_MAX_BATCH through v3_fused_*), every pointer
  * is 16-byte aligned, and its row blocks fit on the device at once (at
  * most 16 clusters of 8 blocks, counted at v3_prepare with one block per
  * SM: every launch asks for more than half an SM's shared memory, so two
@@ -39,9 +40,11 @@
  *             (B > 512) a flag grid barrier, then the last tree level.
  *
  * Measured (docs/perf-notes-v3.md), the fused path is faster than cuda-v2's
- * kernels up to B = 128 (about 5 µs a graph step at B <= 64 on an H100,
- * 3.36.0) and slower from B = 256 on, hence V3_FUSED_MAX_BATCH; it is the
- * vehicle of the small-batch design work, exact and tested bit for bit.
+ * kernels wherever its row blocks take one row a thread (TM = 1: about 5.4
+ * µs a graph step at B = 32, 3.2-5.3 µs at 129-240 on the H200, 3.37.0)
+ * and level with them at B = 256 (TM = 2), hence V3_FUSED_MAX_BATCH and
+ * V3_FUSED_TM1_MAX_BATCH; it is the vehicle of the small-batch design
+ * work, exact and tested bit for bit.
  *
  * Workspace: v3_workspace_floats = the state region (V3_STATE_FLOATS: the
  * fused backward's flags, one set of 48 KiB per TM = 1, 2, 4 (its 8 row
@@ -71,11 +74,18 @@ extern "C" {
  * tree, the workspace and the trace program are sized for it. */
 #define V3_MAX_BATCH 1024
 
-/* Largest batch v3_forward and v3_backward give to the fused path; above it
- * they run cuda-v2's kernels, which the bench measures faster there on the
- * H200 (docs/perf-notes-v3.md, "Where cuda-v3 stands"), up to
- * V3_SGEMM_MIN_BATCH (trunk_v3_sgemm.h). */
+/* Largest batch v3_forward and v3_backward always give to the fused path;
+ * above it, up to V3_FUSED_TM1_MAX_BATCH (below), they run cuda-v2's kernels
+ * up to V3_SGEMM_MIN_BATCH (trunk_v3_sgemm.h). */
 #define V3_FUSED_MAX_BATCH 128
+
+/* Above V3_FUSED_MAX_BATCH and up to this batch, v3_forward and v3_backward
+ * give the fused path the batches whose forward and backward row blocks
+ * both fit at once with one row a thread (16 rows a cluster: B <= 240 where
+ * 15 clusters fit, as on the H100 and H200); cuda-v2's kernels take the
+ * rest. With two rows a thread (B = 256) the fused step measured level with
+ * cuda-v2's, with one 3.2-5.3 µs shorter (docs/perf-notes-v3.md). */
+#define V3_FUSED_TM1_MAX_BATCH 256
 
 /* Floats at the workspace's start that keep the fused backward's flags from
  * call to call (3 sets x 3 flags x 128 blocks x one 128-byte line). */
@@ -95,7 +105,8 @@ cudaError_t v3_prepare(void);
 int v3_supported(atk_dims_t d);
 
 /* Forward: h1 [B,H1], h2 [B,H2] (recorded or scratch) and out [B,AUX]: the
- * fused path up to V3_FUSED_MAX_BATCH, the large-batch core from
+ * fused path up to V3_FUSED_MAX_BATCH (V3_FUSED_TM1_MAX_BATCH where one row
+ * a thread fits), the large-batch core from
  * V3_SGEMM_MIN_BATCH (inside its domain), cuda-v2's kernels between and
  * elsewhere. */
 cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,

@@ -1,6 +1,7 @@
 /*
  * plugin_cuda_v3.c — libauxtrunk.so "cuda-v3": kernels/cuda_v3 (the fused
- * small-batch path: one launch per call for B <= V3_FUSED_MAX_BATCH; the
+ * small-batch path: one launch per call for B <= V3_FUSED_MAX_BATCH, and up
+ * to V3_FUSED_TM1_MAX_BATCH where one row a thread fits; the
  * large-batch core from V3_SGEMM_MIN_BATCH; cuda-v2's kernels between and
  * elsewhere; exact, deterministic,
  * graph-capturable) behind the shared CUDA adapter

@@ -5,7 +5,8 @@
 #   test_cuda_v3 gpu (quick mode): bit identity, conformance of the adapter;
 #   auxtrunk-trace-v3: the per-phase trace at B = 32, 128, 256, 512;
 #   the bench: cuda-v2, cuda-v3 and cuBLAS side by side (cuda-v3 runs its
-#   fused kernels up to V3_FUSED_MAX_BATCH, cuda-v2's above; the trace runs
+#   fused kernels up to V3_FUSED_MAX_BATCH (V3_FUSED_TM1_MAX_BATCH where one
+#   row a thread fits), cuda-v2's above; the trace runs
 #   the fused kernels at every batch it is given);
 #   compute-sanitizer racecheck of the fused kernels at every TM and both
 #   tree shapes (auxtrunk-trace-v3 --once), run to the end.

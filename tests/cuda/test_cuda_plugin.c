@@ -659,9 +659,10 @@ END_TEST
 
 #if CUDA_SMALL_BATCHES
 /* A plugin with its own small-batch path (cuda-v3: the fused kernels up to
- * V3_FUSED_MAX_BATCH = 128, cuda-v2's kernels above; its trace program
- * checks the fused kernels bit for bit up to 1,024): partial row blocks,
- * the bound and one past it, one chunk, a pair of chunks, two pairs, on
+ * V3_FUSED_MAX_BATCH = 128, and up to 240 where 15 clusters fit (132 SMs),
+ * cuda-v2's kernels above; its trace program checks the fused kernels bit
+ * for bit up to 1,024): partial row blocks, each bound and one past it,
+ * one chunk, a pair of chunks, two pairs, on
  * production and on small topologies inside its domain (widths multiples of
  * 4, at most 256; AUX <= 128 and above). */
 START_TEST(exact_small_batches)
@@ -669,8 +670,9 @@ START_TEST(exact_small_batches)
     REQUIRE_GPU();
     static const sweep_t sweeps[] = {
         {PRODUCTION, 1025, {1, 2, 15, 16, 17, 31, 32, 0}, 64, 1},
-        {PRODUCTION, 1025, {33, 97, 127, 128, 129, 255, 256, 0}, 64, 1},
-        {PRODUCTION, 1025, {257, 300, 383, 509, 511, 512, 513, 0}, 64, 1},
+        {PRODUCTION, 1025, {33, 97, 127, 128, 129, 193, 240, 0}, 64, 1},
+        {PRODUCTION, 1025, {241, 255, 256, 257, 300, 383, 0}, 64, 1},
+        {PRODUCTION, 1025, {509, 511, 512, 513, 0}, 64, 1},
         {PRODUCTION, 1025, {640, 769, 1021, 1023, 1024, 1025, 0}, 0, 1},
         {{20, 36, 12, 8}, 1024, {1, 17, 256, 257, 513, 600, 1024, 0}, 1 << 30, 1},
         {{4, 4, 4, 4}, 1024, {1, 3, 255, 256, 511, 769, 1024, 0}, 1 << 30, 1},
