@@ -41,7 +41,12 @@
  * the launch. The counts live in the workspace's state region, one set per
  * TM (each TM's grid is fixed), which nothing else writes and the adapter
  * zeroes once at init (trunk_v3.h, "Workspace"). The backward is a
- * cooperative launch, so every block is resident while others poll.
+ * cooperative launch, so every block is resident while others poll. It is
+ * also a programmatic dependent launch where the device takes both
+ * (g_dependent): its blocks may be placed before the kernel ahead ends,
+ * and every one waits for that kernel (grid_dependency_wait) before it
+ * reads its count or touches any other memory, so no flag is polled
+ * before every block of the grid can be resident.
  *
  * One block per SM: every launch of either kernel asks for more than half
  * of an SM's shared memory (`sole`), padding where its layout needs less,
@@ -426,6 +431,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
 
     stamp(true, V3F_START);
+    /* The backward may be scheduled now: its blocks wait for this launch to
+     * end before touching memory (grid_dependency_wait), but their launch
+     * and prologue overlap this one. */
+    launch_dependents();
     if (threadIdx.x == 0) {
         mbar_init(bar1, 1);
         mbar_init(bar2, 1);
@@ -813,6 +822,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     const int rg = threadIdx.x % RG, cg = threadIdx.x / RG; /* a warp: RG rows x 32 / RG groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bar);
+    /* Launched early behind the forward (launch_backward): nothing of global
+     * memory is read or written before the kernels ahead have ended. */
+    grid_dependency_wait();
     /* The call's count: this block's own flags are written only by this
      * block, after a barrier that every thread reaches after this load. */
     const unsigned count = __ldcg(flag_of(f.flags, DH2_DONE, blockIdx.x));
@@ -967,6 +979,9 @@ __global__ void __cluster_dims__(CL, 1, 1) v3_probe_kernel(int *out)
 int g_fwd_clusters[4] = {-1, -1, -1, -1};
 int g_bwd_clusters[3] = {-1, -1, -1};
 int g_cooperative = 0;
+/* 1 if a cooperative cluster launch may also be a programmatic dependent
+ * launch (v3_prepare's probe): the fused backward's launch then asks for it. */
+int g_dependent = 0;
 /* Dynamic shared memory (bytes) above which two blocks cannot share an SM:
  * half the SM's shared memory less a block's reservation, plus 16. The
  * kernels' static shared memory only adds to it. Set by v3_prepare. */
@@ -1107,16 +1122,21 @@ cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
 template <int TM, int RG>
 cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
 {
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeCooperative;
     at[0].val.cooperative = 1;
+    /* Where the device takes it with a cooperative cluster launch (v3_prepare):
+     * scheduled while the kernel ahead (the forward, or whatever the caller
+     * ran) ends; the kernel waits for it before any memory access. */
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(clusters * CL));
     cfg.blockDim = dim3(NT);
     cfg.dynamicSmemBytes = sole(bwd_floats(RG * TM, f.n2, f.aux) * 4);
     cfg.stream = s;
     cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = g_dependent ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, v3_backward_kernel<TM, RG>, f);
 }
 
@@ -1192,6 +1212,19 @@ extern "C" cudaError_t v3_prepare(void)
         cudaMemcpy(&got, probe, sizeof got, cudaMemcpyDeviceToHost);
     (void)cudaGetLastError(); /* a refused launch is an answer, not an error */
     g_cooperative = got == 1;
+    /* The same launch behind another, as a programmatic dependent launch. */
+    cudaLaunchAttribute at2[2] = {at[0], {}};
+    at2[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at2[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at2;
+    cfg.numAttrs = 2;
+    got = 0;
+    if (g_cooperative && cudaMemset(probe, 0, sizeof *probe) == cudaSuccess &&
+        cudaLaunchKernelEx(&cfg, v3_probe_kernel, probe) == cudaSuccess &&
+        cudaDeviceSynchronize() == cudaSuccess)
+        cudaMemcpy(&got, probe, sizeof got, cudaMemcpyDeviceToHost);
+    (void)cudaGetLastError();
+    g_dependent = got == 1;
     return cudaFree(probe);
 }
 

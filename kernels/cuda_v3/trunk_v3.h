@@ -21,14 +21,17 @@
  * blocks never share one); the backward also needs cooperative cluster
  * launches:
  *
- *   forward:  one cluster launch. A cluster of 8 blocks owns 16, 32 or 64
+ *   forward:  one cluster launch. A cluster of 8 blocks owns 8, 16, 32 or 64
  *             batch rows; block j owns column slice j of every layer (32
  *             columns of H1 and H2, AUX/8 of the output), holds its weight
  *             slices in shared memory, and pushes each hidden layer's slice
  *             into all eight blocks by st.async, completing on the
  *             receiver's mbarrier (no cluster barrier per layer).
  *   backward: one cooperative cluster launch on every cluster that fits
- *             (and nothing before it): dh2_pre and dh1_pre
+ *             (and nothing before it), a programmatic dependent launch
+ *             where the device takes both (its blocks may be placed while
+ *             the kernel ahead ends, and wait for it before any memory
+ *             access; the forward lets them in at its start): dh2_pre and dh1_pre
  *             row-local in the clusters that hold rows (dh2_pre pushed to
  *             the cluster), written to the workspace; then every block takes
  *             weight- and bias-gradient tiles (dW3, db3 first: they need

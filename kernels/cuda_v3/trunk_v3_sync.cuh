@@ -14,6 +14,21 @@
 
 namespace v3sync {
 
+/* Programmatic dependent launch: a launch that allows it may start before
+ * the kernel ahead of it on the stream ends, once that kernel's blocks have
+ * all run launch_dependents (or ended); grid_dependency_wait returns when
+ * the kernels ahead have ended and their memory is visible. Without the
+ * launch attribute both are no-ops. */
+__device__ __forceinline__ void grid_dependency_wait()
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+__device__ __forceinline__ void launch_dependents()
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 __device__ __forceinline__ unsigned smem_u32(const void *p)
 {
     return (unsigned)__cvta_generic_to_shared(p);
