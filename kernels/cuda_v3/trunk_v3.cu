@@ -1119,17 +1119,24 @@ cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
     return cudaGetLastError();
 }
 
+/* The fused backward's launch attributes: [0] a cooperative launch; [1] a
+ * programmatic dependent launch, used where v3_prepare's probe shows the
+ * device takes both (g_dependent): scheduled while the kernel ahead (the
+ * forward, or whatever the caller ran) ends; the kernel waits for it
+ * before any memory access. */
+void backward_attrs(cudaLaunchAttribute (&at)[2])
+{
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+}
+
 template <int TM, int RG>
 cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
 {
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeCooperative;
-    at[0].val.cooperative = 1;
-    /* Where the device takes it with a cooperative cluster launch (v3_prepare):
-     * scheduled while the kernel ahead (the forward, or whatever the caller
-     * ran) ends; the kernel waits for it before any memory access. */
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
+    backward_attrs(at);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(clusters * CL));
     cfg.blockDim = dim3(NT);
@@ -1138,6 +1145,19 @@ cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
     cfg.attrs = at;
     cfg.numAttrs = g_dependent ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, v3_backward_kernel<TM, RG>, f);
+}
+
+/* 1 if v3_probe_kernel, launched with cfg, ran: a refused launch is an
+ * answer, not an error, and leaves no error behind. */
+int probe_runs(const cudaLaunchConfig_t &cfg, int *probe)
+{
+    int got = 0;
+    if (cudaMemset(probe, 0, sizeof *probe) == cudaSuccess &&
+        cudaLaunchKernelEx(&cfg, v3_probe_kernel, probe) == cudaSuccess &&
+        cudaDeviceSynchronize() == cudaSuccess)
+        cudaMemcpy(&got, probe, sizeof got, cudaMemcpyDeviceToHost);
+    (void)cudaGetLastError();
+    return got == 1;
 }
 
 } /* namespace */
@@ -1197,34 +1217,17 @@ extern "C" cudaError_t v3_prepare(void)
     int *probe;
     if ((e = cudaMalloc(&probe, sizeof *probe)) != cudaSuccess)
         return e;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeCooperative;
-    at[0].val.cooperative = 1;
+    cudaLaunchAttribute at[2];
+    backward_attrs(at);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(CL);
     cfg.blockDim = dim3(32);
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    int got = 0;
-    if (cudaMemset(probe, 0, sizeof *probe) == cudaSuccess &&
-        cudaLaunchKernelEx(&cfg, v3_probe_kernel, probe) == cudaSuccess &&
-        cudaDeviceSynchronize() == cudaSuccess)
-        cudaMemcpy(&got, probe, sizeof got, cudaMemcpyDeviceToHost);
-    (void)cudaGetLastError(); /* a refused launch is an answer, not an error */
-    g_cooperative = got == 1;
-    /* The same launch behind another, as a programmatic dependent launch. */
-    cudaLaunchAttribute at2[2] = {at[0], {}};
-    at2[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at2[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at2;
+    g_cooperative = probe_runs(cfg, probe);
+    /* The same launch with both attributes (the memset ahead of it). */
     cfg.numAttrs = 2;
-    got = 0;
-    if (g_cooperative && cudaMemset(probe, 0, sizeof *probe) == cudaSuccess &&
-        cudaLaunchKernelEx(&cfg, v3_probe_kernel, probe) == cudaSuccess &&
-        cudaDeviceSynchronize() == cudaSuccess)
-        cudaMemcpy(&got, probe, sizeof got, cudaMemcpyDeviceToHost);
-    (void)cudaGetLastError();
-    g_dependent = got == 1;
+    g_dependent = g_cooperative && probe_runs(cfg, probe);
     return cudaFree(probe);
 }
 
