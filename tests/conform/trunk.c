@@ -416,9 +416,7 @@ int cf_expect_close_all(cf_ctx_t *ctx, const char *what, const cf_inputs_t *in,
             return -1;
     }
     /* Gradient tensors share a floor of a tenth of the largest one's scale. */
-    double floor = 0.0;
-    for (int i = 0; grads && i < CF_NPARAM; i++)
-        floor = fmax(floor, 0.1 * ref64_max_abs(r->g[i], cf_param_len(in->d, i)));
+    double floor = grads ? ref64_grads_floor(in->d, (const double *const *)r->g) : 0.0;
     for (int i = 0; grads && i < CF_NPARAM; i++) {
         snprintf(name, sizeof name, "%s: %s", what, cf_grad_names[i]);
         if (expect_close_floor(ctx, name, o->g[i], r->g[i], cf_param_len(in->d, i), tol, worst,

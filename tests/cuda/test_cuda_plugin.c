@@ -539,9 +539,7 @@ static void expect_result_ref64_tol(const problem_t *pb, const result_t *got, do
     /* the conformance runner's rule: gradient tensors share a floor of a
      * tenth of the largest one's scale, so that a one-element bias whose sum
      * cancels is not judged against its own tiny value */
-    double floor = 0.0;
-    for (int i = 0; i < NPARAM; i++)
-        floor = fmax(floor, 0.1 * ref64_max_abs(g[i], param_len(pb->d, i)));
+    double floor = ref64_grads_floor(pb->d, (const double *const *)g);
     for (int i = 0; i < NPARAM; i++) {
         e = expect_close_tol(grad_name[i], got->g[i], g[i], param_len(pb->d, i), tol, floor);
         if (err)

@@ -152,3 +152,13 @@ double ref64_max_rel_err(const float *got, const double *ref, size_t n)
 {
     return ref64_max_rel_err_floor(got, ref, n, 0.0);
 }
+
+double ref64_grads_floor(ref64_dims_t d, const double *const g[6])
+{
+    const size_t n[6] = {(size_t)d.enc * d.h1, (size_t)d.h1,         (size_t)d.h1 * d.h2,
+                         (size_t)d.h2,         (size_t)d.h2 * d.aux, (size_t)d.aux};
+    double floor = 0.0;
+    for (int i = 0; i < 6; i++)
+        floor = fmax(floor, 0.1 * ref64_max_abs(g[i], n[i]));
+    return floor;
+}

@@ -47,4 +47,9 @@ double ref64_max_rel_err_floor(const float *got, const double *ref, size_t n, do
 /* max_i |v_i| (0 for n = 0). */
 double ref64_max_abs(const double *v, size_t n);
 
+/* The conformance runner's floor for the six gradient tensors of one case,
+ * in the order dw1, db1, dw2, db2, dw3, db3 (lengths from d): a tenth of the
+ * largest tensor's max |ref|. Pass it to ref64_max_rel_err_floor for each. */
+double ref64_grads_floor(ref64_dims_t d, const double *const g[6]);
+
 #endif
