@@ -89,7 +89,7 @@ struct cf_ctx {
     int fd;          /* pipe to the parent */
     int verdict;
     char reason[1024];
-    char worst_at[160]; /* where cf_expect_close saw its largest error */
+    char worst_at[160]; /* where cf_expect_close_all saw its largest error */
 };
 
 /* Verdicts. The first failure wins; later ones are ignored. Each returns -1
@@ -232,6 +232,7 @@ int cf_outputs_make(cf_outputs_t *o, const cf_inputs_t *in);
 typedef struct cf_ref {
     double *out;
     double *g[CF_NPARAM];
+    double out_floor; /* ref64_out_floor; 0 (no floor) where not computed */
 } cf_ref_t;
 int cf_ref_make(cf_ref_t *r, const cf_inputs_t *in);
 void cf_ref_free(cf_ref_t *r);
@@ -289,14 +290,13 @@ int cf_watch_end(cf_ctx_t *ctx, cf_watch_t *w, const char *what);
 
 /* Comparisons. Each fails the check with a reason naming what, the worst
  * element and the values, and returns -1; else 0. */
-/* max |got - ref| / max |ref| <= tol (ref64_max_rel_err's measure). The
- * _all form measures each gradient against at least a tenth of the largest
- * gradient tensor's scale (see trunk.c). */
-int cf_expect_close(cf_ctx_t *ctx, const char *what, const float *got, const double *ref, size_t n,
-                    double tol, double *worst);
 /* Bitwise equality. */
 int cf_expect_same(cf_ctx_t *ctx, const char *what, const float *got, const float *want, size_t n);
-/* All outputs (out and/or the six gradients) against the reference / bitwise. */
+/* All outputs (out and/or the six gradients) against the reference /
+ * bitwise. Close: max |got - ref| / scale <= tol for each tensor, the scale
+ * being max |ref| but at least a floor: out's is r->out_floor
+ * (ref64_out_floor), each gradient's a tenth of the largest gradient
+ * tensor's max |ref| (ref64_grads_floor). */
 int cf_expect_close_all(cf_ctx_t *ctx, const char *what, const cf_inputs_t *in,
                         const cf_outputs_t *o, const cf_ref_t *r, int out, int grads, double tol,
                         double *worst);

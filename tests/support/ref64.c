@@ -162,3 +162,17 @@ double ref64_grads_floor(ref64_dims_t d, const double *const g[6])
         floor = fmax(floor, 0.1 * ref64_max_abs(g[i], n[i]));
     return floor;
 }
+
+double ref64_out_floor(ref64_dims_t d, const ref64_params_t *p, const double *h2, int batch)
+{
+    double m = 0.0;
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < d.aux; j++) {
+            double s = fabs((double)p->b3[j]);
+            for (int k = 0; k < d.h2; k++)
+                s += fabs(h2[(size_t)b * d.h2 + k] * (double)p->w3[(size_t)k * d.aux + j]);
+            if (s > m) /* false for NaN */
+                m = s;
+        }
+    return isinf(m) ? 0.0 : 0.1 * m;
+}

@@ -52,4 +52,11 @@ double ref64_max_abs(const double *v, size_t n);
  * largest tensor's max |ref|. Pass it to ref64_max_rel_err_floor for each. */
 double ref64_grads_floor(ref64_dims_t d, const double *const g[6]);
 
+/* The floor for out [B, AUX], given h2 [B, H2] from ref64_forward: a tenth
+ * of the largest sum of the last layer's terms, max over b, j of
+ * |b3_j| + Σ_k |h2[b,k] W3[k,j]|. Rounding is relative to those terms, so an
+ * output that cancels (a 1-wide layer: h2·w3 + b3 near 0) is judged against
+ * them, not its own tiny value. Rows with non-finite h2 are passed over. */
+double ref64_out_floor(ref64_dims_t d, const ref64_params_t *p, const double *h2, int batch);
+
 #endif

@@ -660,9 +660,14 @@ START_TEST(test_forward_numerics)
     tst_rng_fill(&r, x, (size_t)B * t.enc, -1.0f, 1.0f);
     size_t n_out = (size_t)B * t.aux;
     float *want = malloc(n_out * sizeof *want);
-    double *ref = malloc(n_out * sizeof *ref);
+    double *ref = malloc(n_out * sizeof *ref), *h2 = malloc((size_t)B * t.h2 * sizeof *h2);
+    ck_assert(want && ref && h2);
     canon32_forward(dims_of(t), &m.rp, x, B, NULL, NULL, want);
-    ref64_forward(dims_of(t), &m.rp, x, B, NULL, NULL, ref);
+    ref64_forward(dims_of(t), &m.rp, x, B, NULL, h2, ref);
+    /* judged against the last layer's terms where out cancels (TINY, B = 1:
+     * two sums of 7 terms; over 200,000 seeds the worst error was 1.6e-5 of
+     * max |out|, and 2.4e-6 with this floor) */
+    const double floor = ref64_out_floor(dims_of(t), &m.rp, h2, B);
 
     auxtrunk_handle_t *h = make_handle(t);
     gbuf_t out;
@@ -675,12 +680,13 @@ START_TEST(test_forward_numerics)
         ck_assert_str_eq(a->last_error(h), "");
         gb_check_written(&out, use_infer ? "infer out" : "forward out");
         expect_same_bits(out.p, want, n_out, use_infer ? "infer vs canon32" : "forward vs canon32");
-        double err = ref64_max_rel_err(out.p, ref, n_out);
+        double err = ref64_max_rel_err_floor(out.p, ref, n_out, floor);
         ck_assert_msg(err < FWD_TOL, "%dx%dx%dx%d B=%d: rel err vs ref64 %.3g", t.enc, t.h1, t.h2,
                       t.aux, B, err);
     }
     ck_assert_int_eq(a->destroy(h), AUXTRUNK_OK);
     gb_free(&out);
+    free(h2);
     free(ref);
     free(want);
     free(x);
