@@ -631,10 +631,14 @@ typedef struct fcase {
     int32_t batch;
 } fcase_t;
 
-/* Worst error against ref64 relative to the tensor's scale (ref64_max_rel_err);
- * observed at most about 8e-7 (forward) and 2e-6 (gradients). */
+/* Worst error against ref64 relative to the tensor's scale, with the
+ * conformance runner's floors (ref64_out_floor, ref64_grads_floor). Worst
+ * seen over 10,000 seeds a case (2,000 from B = 600 up): 2.4e-6 for out
+ * (TINY, B = 1, over 200,000 seeds), 1.1e-5 for the gradients (TINY,
+ * B = 513 and 2048: two-wide db3 sums that cancel). Each limit keeps a
+ * margin of four or more over that. */
 #define FWD_TOL 1e-5
-#define BWD_TOL 2e-5
+#define BWD_TOL 5e-5
 
 static const fcase_t FWD_CASES[] = {
     {TINY, 1},   {TINY, 2},   {TINY, 3},    {TINY, 97},   {TINY, 256}, {TINY, 257},
