@@ -1288,15 +1288,15 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
 
 /* Whether v3_forward and v3_backward give `batch` to the fused path: up to
  * V3_FUSED_MAX_BATCH always; above it, up to V3_FUSED_TM1_MAX_BATCH, where
- * both launches' row blocks fit at once with one row a thread (TM = 1). At
+ * the plans both launches would run take one row a thread (TM = 1). At
  * TM = 2 the fused step is level with cuda-v2's kernels (B = 256), at TM =
  * 1 it is shorter (B = 192; docs/perf-notes-v3.md). */
 static bool fused_takes(int batch)
 {
     if (batch <= V3_FUSED_MAX_BATCH)
         return true;
-    return batch <= V3_FUSED_TM1_MAX_BATCH && plan_of(batch, g_fwd_clusters, false).tm == 1 &&
-           plan_of(batch, g_bwd_clusters, true).tm == 1;
+    return batch <= V3_FUSED_TM1_MAX_BATCH && fwd_plan_of(batch).tm == 1 &&
+           bwd_plan_of(batch).tm == 1;
 }
 
 extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
