@@ -12,7 +12,9 @@
 #   tests/cuda/run_on_gpu.sh            from anywhere inside a copy of the repo
 #
 # Check (the test library) may come from the system or from a carried prefix:
-# .carry/check/{include,lib} is used automatically when it exists.
+# .carry/check/{include,lib} is used automatically when it exists. Debian's
+# static libcheck_pic.a calls into libsubunit: carry libsubunit.a in lib/ too,
+# or the test programs fail to link.
 # Environment: OUT (log folder), AUXTRUNK_SEED (inputs; default: the clock),
 # AUXTRUNK_GPU_BUILD (build folder, default build-gpu),
 # AUXTRUNK_GPU_EXTRA=1 (also synccheck and initcheck), AUXTRUNK_GPU_SANITIZE
