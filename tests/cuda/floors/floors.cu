@@ -20,8 +20,13 @@
  *            of one such node, and of a memset node before it, costs)
  *   wgmma    the TF32 wgmma's rate in the loop shape of fast mode's kernels
  *            (floors_wgmma.cu, an sm_90a build)
+ *   stage    a block's staging from L2 into shared memory by 16-byte
+ *            cp.async (the fused kernels' prologue): clocks from the
+ *            block's first instruction to its first and its last commit
+ *            group landed, by size, layout, groups and blocks; and what
+ *            code run for the first time costs (an instruction-cache miss)
  *
- *   auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|wgmma|all]   (default all)
+ *   auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|wgmma|stage|all]   (default all)
  *
  * Not a test: it asserts nothing about the numbers; it exits non-zero only
  * when a CUDA call fails, and prints what failed.
@@ -569,6 +574,148 @@ static void run_clock()
     CK(cudaFree(out));
 }
 
+/* ----------------------------------------------------------------- stage -- */
+
+/* One block of 128 threads per SM stages `pieces` 16-byte pieces of src
+ * into shared memory in GROUPS commit groups of equal size, as the fused
+ * kernels stage x and their weight slices: layout 0 contiguous (piece p
+ * at src[p]), layout 1 a column slice (8 pieces, 128 bytes, of every
+ * 1 KiB row: the forward's W1 slice). Every block reads the same bytes
+ * (the weights are shared by every cluster). out[2b], out[2b + 1]: clocks
+ * from the block's first instruction to its first group and to all of
+ * them landed for the whole block (wait_group and a block barrier). */
+template <int GROUPS>
+__global__ void __launch_bounds__(128, 1)
+    stage_kernel(const float4 *src, int pieces, int layout, unsigned long long *out)
+{
+    extern __shared__ float4 sbuf[];
+    const long long c0 = clock64();
+    const int per = pieces / GROUPS;
+#pragma unroll
+    for (int g = 0; g < GROUPS; g++) {
+        for (int p = g * per + (int)threadIdx.x; p < (g + 1) * per; p += 128) {
+            const float4 *from = src + (layout ? (size_t)(p >> 3) * 64 + (p & 7) : (size_t)p);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                             (unsigned)__cvta_generic_to_shared(sbuf + p)),
+                         "l"(from)
+                         : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    asm volatile("cp.async.wait_group %0;" ::"n"(GROUPS - 1) : "memory");
+    __syncthreads();
+    const long long c1 = clock64();
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    const long long c2 = clock64();
+    if (threadIdx.x == 0) {
+        out[2 * blockIdx.x] = (unsigned long long)(c1 - c0);
+        out[2 * blockIdx.x + 1] = (unsigned long long)(c2 - c0);
+    }
+}
+
+/* Code run for the first time: one pass through ICACHE_STEPS distinct
+ * straight-line steps (each a dependent multiply-add with its own
+ * constant: one SASS instruction of 16 bytes), twice. The first pass fetches the code; the second runs it from the
+ * instruction caches, if it fits. out[3b..]: clocks of pass 1, pass 2 and
+ * the value (so that the adds are kept). */
+constexpr int ICACHE_STEPS = 2048;
+__global__ void __launch_bounds__(32, 1) icache_kernel(unsigned seed, unsigned long long *out)
+{
+    const unsigned m = seed | 1u; /* known at run time only, so the steps stay steps */
+    unsigned v = seed + threadIdx.x;
+    long long t0 = clock64(), t1 = 0, t2;
+#pragma unroll 1
+    for (int pass = 0; pass < 2; pass++) {
+#pragma unroll
+        for (int i = 0; i < ICACHE_STEPS; i++)
+            v = v * m + (unsigned)(i + 1);
+        t2 = clock64();
+        if (pass == 0)
+            t1 = t2;
+    }
+    if (threadIdx.x == 0) {
+        out[3 * blockIdx.x] = (unsigned long long)(t1 - t0);
+        out[3 * blockIdx.x + 1] = (unsigned long long)(t2 - t1);
+        out[3 * blockIdx.x + 2] = v;
+    }
+}
+
+static void run_stage()
+{
+    printf("\n## Staging into shared memory by cp.async (one block of 128 threads per SM)\n\n");
+    const int max_pieces = 72 * 1024 / 16, rows = max_pieces / 8;
+    const size_t src_bytes = (size_t)rows * 1024; /* room for the slice layout */
+    const size_t smem = 200 * 1024;               /* one block per SM, as the fused kernels */
+    float4 *src;
+    unsigned long long *out;
+    CK(cudaMalloc(&src, src_bytes));
+    CK(cudaMemset(src, 0x3c, src_bytes));
+    CK(cudaMalloc(&out, 3 * 1024 * sizeof *out));
+    CK(cudaFuncSetAttribute(stage_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(stage_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int khz = 0;
+    CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0)); /* the peak: the SM runs at it under load (clock) */
+    const double mhz = khz / 1e3;
+    printf("Median over blocks of the median over 20 launches (the source is L2-resident after "
+           "the first), SM clocks and µs at %.0f MHz; the last column the rate to the last group.\n\n",
+           mhz);
+    printf("| KiB | layout | groups | blocks | copies a thread | first group | all groups | KiB/µs |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (int kib : {8, 16, 40, 72})
+        for (int layout : {0, 1})
+            for (int groups : {1, 4})
+                for (int blocks : {32, 120}) {
+                    const int pieces = kib * 1024 / 16;
+                    std::vector<double> first, all;
+                    for (int rep = 0; rep < 21; rep++) {
+                        if (groups == 1)
+                            stage_kernel<1><<<blocks, 128, smem>>>(src, pieces, layout, out);
+                        else
+                            stage_kernel<4><<<blocks, 128, smem>>>(src, pieces, layout, out);
+                        CK(cudaGetLastError());
+                        CK(cudaDeviceSynchronize());
+                        if (rep == 0)
+                            continue; /* the source's first reads from device memory */
+                        std::vector<unsigned long long> h(2 * blocks);
+                        CK(cudaMemcpy(h.data(), out, h.size() * sizeof h[0],
+                                      cudaMemcpyDeviceToHost));
+                        std::vector<double> f, a;
+                        for (int b = 0; b < blocks; b++)
+                            f.push_back((double)h[2 * b]), a.push_back((double)h[2 * b + 1]);
+                        first.push_back(median(f));
+                        all.push_back(median(a));
+                    }
+                    const double f = median(first), a = median(all);
+                    printf("| %d | %s | %d | %d | %d | %.0f (%.2f µs) | %.0f (%.2f µs) | %.1f |\n",
+                           kib, layout ? "128 B of each 1 KiB row" : "contiguous", groups, blocks,
+                           pieces / 128, f, f / mhz, a, a / mhz, kib / (a / mhz));
+                }
+
+    printf("\n## Code run for the first time (one warp per SM, %d straight-line steps, twice)\n\n",
+           ICACHE_STEPS);
+    printf("| blocks | pass 1 clocks | pass 2 clocks | pass 1 - pass 2 per step |\n"
+           "|---|---|---|---|\n");
+    for (int blocks : {1, 32, 120}) {
+        std::vector<double> p1, p2;
+        for (int rep = 0; rep < 5; rep++) {
+            icache_kernel<<<blocks, 32>>>(rep, out);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            std::vector<unsigned long long> h(3 * blocks);
+            CK(cudaMemcpy(h.data(), out, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
+            for (int b = 0; b < blocks; b++)
+                p1.push_back((double)h[3 * b]), p2.push_back((double)h[3 * b + 1]);
+        }
+        const double a = median(p1), b = median(p2);
+        printf("| %d | %.0f | %.0f | %.2f |\n", blocks, a, b, (a - b) / ICACHE_STEPS);
+    }
+    printf("\n(Pass 2 runs from the instruction caches where the code fits them: the difference "
+           "is the fetch of code not yet run; cuobjdump -sass gives the code's size.)\n");
+    CK(cudaFree(src));
+    CK(cudaFree(out));
+}
+
 /* ----------------------------------------------------------------- graph -- */
 
 /* Writes, for each block, 1 + its cluster size; with `barrier`, first waits
@@ -756,7 +903,7 @@ int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "all";
     if (!strcmp(what, "--help") || !strcmp(what, "-h")) {
-        printf("usage: auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|wgmma|all]\n"
+        printf("usage: auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|wgmma|stage|all]\n"
                "Measures the hardware costs behind docs/floors-h200.md on the current GPU\n"
                "and prints them as Markdown tables.\n");
         return 0;
@@ -781,6 +928,8 @@ int main(int argc, char **argv)
         run_graph(), any = true;
     if (all || !strcmp(what, "wgmma"))
         floors_wgmma(g_prop), any = true;
+    if (all || !strcmp(what, "stage"))
+        run_stage(), any = true;
     if (!any) {
         fprintf(stderr, "auxtrunk-floors: unknown measurement '%s' (try --help)\n", what);
         return 2;
