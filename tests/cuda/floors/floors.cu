@@ -43,6 +43,7 @@
 
 #include "../cuda_ck.h"
 #include "floors_wgmma.h"
+#include "trunk_v2_async.cuh"
 #include "trunk_v3_sync.cuh"
 
 using namespace v3sync;
@@ -595,17 +596,15 @@ __global__ void __launch_bounds__(128, 1)
     for (int g = 0; g < GROUPS; g++) {
         for (int p = g * per + (int)threadIdx.x; p < (g + 1) * per; p += 128) {
             const float4 *from = src + (layout ? (size_t)(p >> 3) * 64 + (p & 7) : (size_t)p);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                             (unsigned)__cvta_generic_to_shared(sbuf + p)),
-                         "l"(from)
-                         : "memory");
+            v2async::copy16(reinterpret_cast<float *>(sbuf + p), reinterpret_cast<const float *>(from),
+                            16);
         }
-        asm volatile("cp.async.commit_group;" ::: "memory");
+        v2async::commit();
     }
-    asm volatile("cp.async.wait_group %0;" ::"n"(GROUPS - 1) : "memory");
+    v2async::wait<GROUPS - 1>();
     __syncthreads();
     const long long c1 = clock64();
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    v2async::wait<0>();
     __syncthreads();
     const long long c2 = clock64();
     if (threadIdx.x == 0) {
