@@ -59,6 +59,8 @@
 
 #include <stdint.h>
 
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
+
 #include "auxtrunk_canon.h"
 #include "trunk_v2.h"
 #include "trunk_v3_sgemm.h"
@@ -382,7 +384,11 @@ __device__ __forceinline__ void store_rows(float *g, int n, int row0, int rg, in
 
 /* ------------------------------------------------------------ forward -- */
 
+/* The forward's operands. mw1, mw2, mw3: tensor maps of W1, W2 and W3
+ * whose box is one block's column slice, all rows ([K][SW] or [K][8 TC3],
+ * the layout the chains read), columns past the width zero-filled. */
 struct Fwd {
+    CUtensorMap mw1, mw2, mw3;
     const float *x, *w1, *b1, *w2, *b2, *w3, *b3;
     float *h1, *h2, *out;
     int batch, enc, n1, n2, aux;
@@ -406,12 +412,16 @@ __host__ __device__ constexpr size_t fwd_floats(int rows, int enc, int n1, int n
  * rows. Layer 3 keeps 8 column groups of TC3 columns: with RG = 8 only
  * the block's first 64 threads run it. */
 template <int TM, int TC3, int RG>
-__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_kernel(Fwd f)
+__global__ void __cluster_dims__(CL, 1, 1)
+    __launch_bounds__(NT, 1) v3_forward_kernel(const __grid_constant__ Fwd f)
 {
     static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
     constexpr int R = RG * TM, W3 = 8 * TC3, TC = SW * RG / NT;
-    extern __shared__ __align__(16) float smem[];
-    __shared__ __align__(8) unsigned long long bars[2];
+    /* 128-byte aligned: the bulk tensor copies' destinations (every part
+     * below starts on a multiple of 128 bytes: R is a multiple of 8, the
+     * widths of 4). */
+    extern __shared__ __align__(128) float smem[];
+    __shared__ __align__(8) unsigned long long bars[5];
     const int ldx = f.enc + 4, ld1 = f.n1 + 4, ld2 = f.n2 + 4;
     float *xs = smem;                              /* [R][ldx]: x rows; later h2 [R][ld2] */
     float *h1s = xs + R * (imax(f.enc, f.n2) + 4); /* [R][ld1], filled by every block */
@@ -429,6 +439,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     const int rg = threadIdx.x % RG, cg = threadIdx.x / RG;
     const int c12 = (int)rank * SW + TC * cg, c3 = (int)rank * W3 + TC3 * cg;
     const unsigned bar1 = smem_u32(&bars[0]), bar2 = smem_u32(&bars[1]);
+    /* The weight slices' copies complete on their own mbarriers. */
+    const unsigned bw1 = smem_u32(&bars[2]), bw2 = smem_u32(&bars[3]), bw3 = smem_u32(&bars[4]);
 
     stamp(true, V3F_START);
     /* The backward may be scheduled now: its blocks wait for this launch to
@@ -438,11 +450,18 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     if (threadIdx.x == 0) {
         mbar_init(bar1, 1);
         mbar_init(bar2, 1);
+        mbar_init(bw1, 1);
+        mbar_init(bw2, 1);
+        mbar_init(bw3, 1);
+        fence_proxy_async(); /* the copies' mbarriers are initialised */
+        /* Each slice is one box: one instruction, where cp.async took
+         * 64 copies a thread. */
+        mbar_expect_tx(bw1, (unsigned)(f.enc * SW * 4));
+        tma_load_2d(smem_u32(w1s), &f.mw1, (int)rank * SW, 0, bw1);
+        mbar_expect_tx(bw2, (unsigned)(f.n1 * SW * 4));
+        tma_load_2d(smem_u32(w2s), &f.mw2, (int)rank * SW, 0, bw2);
     }
     stage_rows(xs, ldx, f.x, f.enc, row0, R, f.batch);
-    stage_cols<SW>(w1s, f.w1, f.enc, f.n1, (int)rank * SW);
-    commit();
-    stage_cols<SW>(w2s, f.w2, f.n1, f.n2, (int)rank * SW);
     commit();
     cluster_arrive_relaxed();
 
@@ -466,8 +485,9 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     }
 
     /* Layer 1. */
-    wait_copies<1>(); /* x and W1 */
+    wait_copies<0>(); /* x */
     __syncthreads();
+    mbar_wait_cta(bw1, 0);
     if (threadIdx.x == 0) {
         mbar_expect_tx(bar1, (unsigned)(R * f.n1 * 4));
         mbar_expect_tx(bar2, (unsigned)(R * f.n2 * 4));
@@ -490,12 +510,13 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
     }
     stamp(true, V3F_PUSH1);
     __syncthreads(); /* W1 is read: its space takes W3 */
-    stage_cols<W3>(w3s, f.w3, f.n2, f.aux, (int)rank * W3);
-    commit();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(bw3, (unsigned)(f.n2 * W3 * 4));
+        tma_load_2d(smem_u32(w3s), &f.mw3, (int)rank * W3, 0, bw3);
+    }
 
     /* Layer 2. */
-    wait_copies<1>();
-    __syncthreads();
+    mbar_wait_cta(bw2, 0);
     stamp(true, V3F_W2);
     mbar_wait0(bar1);
     stamp(true, V3F_X1);
@@ -514,8 +535,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_forward_k
 
     /* Layer 3 (linear). Every push into this block has landed once bar2
      * completes, so the block may exit after it. */
-    wait_copies<0>();
-    __syncthreads();
+    mbar_wait_cta(bw3, 0);
     stamp(true, V3F_W3);
     mbar_wait0(bar2);
     stamp(true, V3F_X2);
@@ -986,6 +1006,9 @@ int g_dependent = 0;
  * half the SM's shared memory less a block's reservation, plus 16. The
  * kernels' static shared memory only adds to it. Set by v3_prepare. */
 size_t g_exclusive = 0;
+/* The driver's tensor-map encoder (v3_prepare); null where the driver has
+ * none, and then the fused forward is not taken. */
+PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
 
 /* The dynamic shared memory a launch asks for: `bytes`, or g_exclusive if
  * that is more, so that the block has its SM to itself. */
@@ -1089,6 +1112,19 @@ Plan bwd_plan_of(int batch)
 }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The tensor map of w [k, n] (n contiguous) whose box is `cols` columns of
+ * all k rows (k <= 256, the box's limit), zero-filled past n. */
+bool encode_slice_map(CUtensorMap *map, const float *w, int k, int n, int cols)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)n, (cuuint64_t)k};
+    const cuuint64_t strides[1] = {(cuuint64_t)n * sizeof(float)};
+    const cuuint32_t box[2] = {(cuuint32_t)cols, (cuuint32_t)k}, estr[2] = {1, 1};
+    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(w), dims, strides,
+                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
 
 /* Workspace layout of the fused backward (floats). */
 struct Layout {
@@ -1205,6 +1241,15 @@ extern "C" cudaError_t v3_prepare(void)
         (e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev)) !=
             cudaSuccess)
         return e;
+    if (!g_encode) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                             cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess && fn)
+            g_encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+        (void)cudaGetLastError();
+    }
     const size_t exclusive = (size_t)(per_sm / 2 - reserved + 16);
     if (exclusive > g_exclusive)
         g_exclusive = exclusive;
@@ -1238,13 +1283,17 @@ extern "C" cudaError_t v3_fused_forward(atk_dims_t d, const atk_params_t *p, con
     /* Row blocks that do not fit at once would run in two waves: cuda-v2 is
      * faster then (docs/perf-notes-v3.md). */
     const Plan plan = fwd_plan_of(batch);
-    const bool fused = v3_supported(d) && batch <= V3_MAX_BATCH && aligned16(x) &&
+    const bool fused = v3_supported(d) && batch <= V3_MAX_BATCH && g_encode && aligned16(x) &&
                        aligned16(p->w1) && aligned16(p->w2) && aligned16(p->w3) && aligned16(h1) &&
                        aligned16(h2) && aligned16(out);
-    if (!fused || plan.tm == 0)
+    Fwd f;
+    if (!fused || plan.tm == 0 || !encode_slice_map(&f.mw1, p->w1, d.enc, d.h1, SW) ||
+        !encode_slice_map(&f.mw2, p->w2, d.h1, d.h2, SW) ||
+        !encode_slice_map(&f.mw3, p->w3, d.h2, d.aux, d.aux <= CL * 8 * 2 ? 16 : 32))
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
-    const Fwd f = {x,  p->w1, p->b1, p->w2, p->b2, p->w3, p->b3, h1,
-                   h2, out,   batch, d.enc, d.h1,  d.h2,  d.aux};
+    f.x = x, f.w1 = p->w1, f.b1 = p->b1, f.w2 = p->w2, f.b2 = p->b2, f.w3 = p->w3, f.b3 = p->b3;
+    f.h1 = h1, f.h2 = h2, f.out = out;
+    f.batch = batch, f.enc = d.enc, f.n1 = d.h1, f.n2 = d.h2, f.aux = d.aux;
     return plan.rg == 8     ? launch_forward<1, 8>(f, plan.clusters, stream)
            : plan.tm == 1 ? launch_forward<1, 16>(f, plan.clusters, stream)
            : plan.tm == 2 ? launch_forward<2, 16>(f, plan.clusters, stream)

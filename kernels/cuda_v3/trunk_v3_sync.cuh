@@ -2,14 +2,17 @@
  * trunk_v3_sync.cuh — the sm_90 instructions cuda-v3 communicates with, as
  * small device functions: cluster ranks and barriers, distributed shared
  * memory addresses (mapa), mbarriers with transaction counts, st.async
- * pushes completing on a peer's mbarrier, and release/acquire flags in
- * global memory. Used by trunk_v3.cu and by the floors program that measures
+ * pushes completing on a peer's mbarrier, release/acquire flags in global
+ * memory, and the bulk tensor load (TMA) of a box into shared memory. Used by trunk_v3.cu and by the floors program that measures
  * their costs (tests/cuda/floors/floors.cu), so both run the same
  * instructions. None of them is an atomic read-modify-write on memory.
  */
 #ifndef AUXTRUNK_TRUNK_V3_SYNC_CUH
 #define AUXTRUNK_TRUNK_V3_SYNC_CUH
 
+#include <stdint.h>
+
+#include <cuda.h> /* CUtensorMap */
 #include <cuda_runtime.h>
 
 namespace v3sync {
@@ -145,6 +148,25 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+
+/* Orders this thread's earlier shared-memory accesses (an mbarrier's
+ * initialisation) before its later bulk copies, which run in the async
+ * proxy. */
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* One box of the tensor map at coordinates (c0, c1) into shared memory at
+ * dst, completing on the mbarrier bar (whose expected bytes the caller set). */
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap *map, int c0, int c1,
+                                            unsigned bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
 }
 
 } /* namespace v3sync */

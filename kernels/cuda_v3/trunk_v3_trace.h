@@ -25,15 +25,15 @@ extern "C" {
 /* Forward slots: the end of each phase. */
 enum v3_fwd_slot {
     V3F_START,   /* first instruction */
-    V3F_STAGED,  /* x rows and W1 slice landed (cp.async), block barrier */
+    V3F_STAGED,  /* x rows landed (cp.async, block barrier), W1 slice (bulk tensor copy) */
     V3F_L1,      /* layer-1 chain and ELU (thread 0's warp) */
     V3F_CLUSTER, /* cluster barrier: every peer's mbarrier initialised */
     V3F_PUSH1,   /* h1 slice pushed to the 8 blocks, stored to global */
-    V3F_W2,      /* W3 staging issued, W2 slice landed, block barrier */
+    V3F_W2,      /* W3 copy issued, W2 slice landed (thread 0 sees its mbarrier) */
     V3F_X1,      /* h1 exchange complete (mbarrier) */
     V3F_L2,      /* layer-2 chain and ELU */
     V3F_PUSH2,   /* h2 slice pushed and stored */
-    V3F_W3,      /* W3 slice landed, block barrier */
+    V3F_W3,      /* W3 slice landed (thread 0 sees its mbarrier) */
     V3F_X2,      /* h2 exchange complete */
     V3F_L3,      /* layer-3 chain and the output stored: the block's end */
     V3F_SLOTS

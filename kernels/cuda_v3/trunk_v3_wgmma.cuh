@@ -3,8 +3,8 @@
  * mode, as small device functions: the shared-memory matrix descriptor of a
  * K-major operand in the 128-byte swizzle, the wgmma fence, commit and wait,
  * the TF32 wgmma m64nNk8 (N = 64, 128, 256) with both operands in shared
- * memory and fp32 accumulators, and the bulk tensor copy (TMA) that brings
- * an operand's box into shared memory on an mbarrier. Used by trunk_v3_fast_wgmma.cu and by the
+ * memory and fp32 accumulators, and the bulk tensor store (the load, an
+ * sm_90 instruction, is trunk_v3_sync.cuh's, re-exported here). Used by trunk_v3_fast_wgmma.cu and by the
  * floors program that measures their rate (tests/cuda/floors/floors_wgmma.cu),
  * so both run the same instructions. Defined only where the compilation
  * targets sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); callers guard their uses the
@@ -17,6 +17,8 @@
 
 #include <cuda.h> /* CUtensorMap */
 #include <cuda_runtime.h>
+
+#include "trunk_v3_sync.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -51,16 +53,8 @@ __device__ __forceinline__ void wgmma_wait_one()
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 
-/* One box of the tensor map at coordinates (c0, c1) into shared memory at
- * dst, completing on the mbarrier bar (whose expected bytes the caller set). */
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap *map, int c0, int c1,
-                                            unsigned bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
+/* The bulk tensor load is an sm_90 instruction (trunk_v3_sync.cuh). */
+using v3sync::tma_load_2d;
 
 /* The box at coordinates (c0, c1) of a tensor map from shared memory at src
  * (its layout, swizzle included, as tma_load_2d writes it), in the calling
