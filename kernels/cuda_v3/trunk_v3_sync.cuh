@@ -3,8 +3,9 @@
  * small device functions: cluster ranks and barriers, distributed shared
  * memory addresses (mapa), mbarriers with transaction counts, st.async
  * pushes completing on a peer's mbarrier, release/acquire flags in global
- * memory, and the bulk tensor load (TMA) of a box into shared memory. Used by trunk_v3.cu and by the floors program that measures
- * their costs (tests/cuda/floors/floors.cu), so both run the same
+ * memory, and the bulk tensor load (TMA) of a box into shared memory. Used
+ * by trunk_v3.cu, trunk_v3_fast_wgmma.cu and the floors program that
+ * measures their costs (tests/cuda/floors), so all run the same
  * instructions. None of them is an atomic read-modify-write on memory.
  */
 #ifndef AUXTRUNK_TRUNK_V3_SYNC_CUH

@@ -4,9 +4,10 @@
  * K-major operand in the 128-byte swizzle, the wgmma fence, commit and wait,
  * the TF32 wgmma m64nNk8 (N = 64, 128, 256) with both operands in shared
  * memory and fp32 accumulators, and the bulk tensor store (the load, an
- * sm_90 instruction, is trunk_v3_sync.cuh's, re-exported here). Used by trunk_v3_fast_wgmma.cu and by the
- * floors program that measures their rate (tests/cuda/floors/floors_wgmma.cu),
- * so both run the same instructions. Defined only where the compilation
+ * sm_90 instruction, is trunk_v3_sync.cuh's, re-exported here). Used by
+ * trunk_v3_fast_wgmma.cu and by the floors program that measures their
+ * rate (tests/cuda/floors/floors_wgmma.cu), so both run the same
+ * instructions. Defined only where the compilation
  * targets sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); callers guard their uses the
  * same way.
  */

@@ -23,7 +23,8 @@
  *   stage    a block's staging from L2 into shared memory by 16-byte
  *            cp.async (the fused kernels' prologue): clocks from the
  *            block's first instruction to its first and its last commit
- *            group landed, by size, layout, groups and blocks; and what
+ *            group landed, by size, layout, groups and blocks; the same
+ *            column slices by one bulk tensor copy (TMA) a slice; and what
  *            code run for the first time costs (an instruction-cache miss)
  *
  *   auxtrunk-floors [smem|smempat|dsmem|flags|clock|graph|wgmma|stage|all]   (default all)
@@ -31,7 +32,9 @@
  * Not a test: it asserts nothing about the numbers; it exits non-zero only
  * when a CUDA call fails, and prints what failed.
  */
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -613,6 +616,36 @@ __global__ void __launch_bounds__(128, 1)
     }
 }
 
+/* The same slices by the bulk tensor copy, as cuda-v3's fused forward
+ * stages its weight slices: thread 0 issues BOXES copies of a box of 32
+ * columns x 256 rows (32 KiB) of a 256 x 256 matrix (block b takes columns
+ * 32 (b % 8).., box j the next slice), all on one mbarrier; every thread
+ * waits for it. out[2b], out[2b + 1]: clocks from the block's first
+ * instruction to the copies issued and to all of them landed. */
+__global__ void __launch_bounds__(128, 1)
+    stage_tma_kernel(const __grid_constant__ CUtensorMap map, int boxes, unsigned long long *out)
+{
+    extern __shared__ __align__(128) float tbuf[];
+    __shared__ __align__(8) unsigned long long bar;
+    const long long c0 = clock64();
+    const unsigned b = smem_u32(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        fence_proxy_async();
+        mbar_expect_tx(b, (unsigned)(boxes * 32 * 256 * 4));
+        for (int j = 0; j < boxes; j++)
+            tma_load_2d(smem_u32(tbuf + j * 32 * 256), &map, 32 * (int)((blockIdx.x + j) % 8), 0,
+                        b);
+    }
+    const long long c1 = clock64();
+    mbar_wait_cta(b, 0);
+    const long long c2 = clock64();
+    if (threadIdx.x == 0) {
+        out[2 * blockIdx.x] = (unsigned long long)(c1 - c0);
+        out[2 * blockIdx.x + 1] = (unsigned long long)(c2 - c0);
+    }
+}
+
 /* Code run for the first time: one pass through ICACHE_STEPS distinct
  * straight-line steps (each a dependent multiply-add with its own
  * constant: one SASS instruction of 16 bytes), twice. The first pass fetches the code; the second runs it from the
@@ -638,6 +671,56 @@ __global__ void __launch_bounds__(32, 1) icache_kernel(unsigned seed, unsigned l
         out[3 * blockIdx.x + 1] = (unsigned long long)(t2 - t1);
         out[3 * blockIdx.x + 2] = v;
     }
+}
+
+/* The bulk-tensor-copy rows of the staging table (stage_tma_kernel), over
+ * the first 256 KiB of src as a 256 x 256 matrix. */
+static void stage_tma_table(float4 *src, unsigned long long *out, size_t smem, double mhz)
+{
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                        &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn) {
+        (void)cudaGetLastError();
+        printf("\n(no cuTensorMapEncodeTiled in this driver: the bulk tensor rows are skipped)\n");
+        return;
+    }
+    const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {256, 256}, strides[1] = {256 * sizeof(float)};
+    const cuuint32_t box[2] = {32, 256}, estr[2] = {1, 1};
+    if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, src, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        printf("\n(the tensor map was refused: the bulk tensor rows are skipped)\n");
+        return;
+    }
+    CK(cudaFuncSetAttribute(stage_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    printf("\nThe same slices by the bulk tensor copy (thread 0 issues one box of 32 columns x 256 "
+           "rows, 32 KiB, a slice; the second column the clocks to the copies issued):\n\n");
+    printf("| KiB | boxes | blocks | issued | all landed | KiB/µs |\n|---|---|---|---|---|---|\n");
+    for (int boxes : {1, 2})
+        for (int blocks : {32, 120}) {
+            std::vector<double> first, all;
+            for (int rep = 0; rep < 21; rep++) {
+                stage_tma_kernel<<<blocks, 128, smem>>>(map, boxes, out);
+                CK(cudaGetLastError());
+                CK(cudaDeviceSynchronize());
+                if (rep == 0)
+                    continue;
+                std::vector<unsigned long long> h(2 * blocks);
+                CK(cudaMemcpy(h.data(), out, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
+                std::vector<double> f, a;
+                for (int b = 0; b < blocks; b++)
+                    f.push_back((double)h[2 * b]), a.push_back((double)h[2 * b + 1]);
+                first.push_back(median(f));
+                all.push_back(median(a));
+            }
+            const double f = median(first), a = median(all);
+            printf("| %d | %d | %d | %.0f (%.2f µs) | %.0f (%.2f µs) | %.1f |\n", 32 * boxes, boxes,
+                   blocks, f, f / mhz, a, a / mhz, 32 * boxes / (a / mhz));
+        }
 }
 
 static void run_stage()
@@ -690,6 +773,8 @@ static void run_stage()
                            kib, layout ? "128 B of each 1 KiB row" : "contiguous", groups, blocks,
                            pieces / 128, f, f / mhz, a, a / mhz, kib / (a / mhz));
                 }
+
+    stage_tma_table(src, out, smem, mhz);
 
     printf("\n## Code run for the first time (one warp per SM, %d straight-line steps, twice)\n\n",
            ICACHE_STEPS);
