@@ -828,7 +828,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 {
     static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
     constexpr int R = RG * TM, CS = NT / RG, TC = SW / CS;
-    extern __shared__ __align__(16) float smem[];
+    extern __shared__ __align__(128) float smem[]; /* as the forward declares it */
     __shared__ __align__(8) unsigned long long bar;
     const int ldd = f.aux + 4, ld2 = f.n2 + 4;
     float *ds = smem;            /* [R][ldd]: dout rows */
