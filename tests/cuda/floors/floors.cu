@@ -620,8 +620,10 @@ __global__ void __launch_bounds__(128, 1)
  * stages its weight slices: thread 0 issues BOXES copies of a box of 32
  * columns x 256 rows (32 KiB) of a 256 x 256 matrix (block b takes columns
  * 32 (b % 8).., box j the next slice), all on one mbarrier; every thread
- * waits for it. out[2b], out[2b + 1]: clocks from the block's first
- * instruction to the copies issued and to all of them landed. */
+ * waits for it, after a block barrier (an mbarrier may not be waited on
+ * before its initialisation). out[2b], out[2b + 1]: clocks from the
+ * block's first instruction to the copies issued (and the barrier) and to
+ * all of them landed. */
 __global__ void __launch_bounds__(128, 1)
     stage_tma_kernel(const __grid_constant__ CUtensorMap map, int boxes, unsigned long long *out)
 {
@@ -637,6 +639,7 @@ __global__ void __launch_bounds__(128, 1)
             tma_load_2d(smem_u32(tbuf + j * 32 * 256), &map, 32 * (int)((blockIdx.x + j) % 8), 0,
                         b);
     }
+    __syncthreads(); /* the mbarrier is initialised before anyone waits on it */
     const long long c1 = clock64();
     mbar_wait_cta(b, 0);
     const long long c2 = clock64();
