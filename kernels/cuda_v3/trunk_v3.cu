@@ -305,6 +305,41 @@ struct FragRows {
     }
 };
 
+/* FragRows with the weight rows as the bulk tensor copy writes them in
+ * the 128-byte swizzle: [K / 32][rows][32], the 16-byte piece q of a
+ * row's 32 steps stored at q ^ (row % 8). w0: this thread's first row
+ * (its line of the first 32 steps), ldw: floats from one 32-step block to
+ * the next; sw = row % 8, the same for every row of the thread (CS and
+ * the blocks' row counts are multiples of 8). The warp's rows then sit in
+ * different banks without the padding the cp.async layout needs. */
+template <int TM, int TC, int RS = 16, int CS = 8>
+struct FragRowsSw {
+    float4 a[TM];
+    float4 w[TC];
+    int sw;
+    __device__ __forceinline__ explicit FragRowsSw(int row_mod8 = 0) : sw(row_mod8) {}
+    __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
+    {
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+            a[i] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0);
+        const float *wk = w0 + (k0 >> 5) * ldw + 4 * (((k0 >> 2) & 7) ^ sw);
+#pragma unroll
+        for (int j = 0; j < TC; j++)
+            w[j] = *reinterpret_cast<const float4 *>(wk + CS * j * 32);
+    }
+    __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
+    {
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TC; j++)
+                    acc[i][j] = fmaf(comp(a[i], q), comp(w[j], q), acc[i][j]);
+    }
+};
+
 /* acc[i][c] = chain over k < K (ascending) of a[row i][k] · w(k, c), with
  * the next four steps' operands loaded while the current four issue. a0:
  * this thread's first row (rows 16 apart), w0: its first column of the
@@ -314,9 +349,9 @@ struct FragRows {
  * did in SASS (docs/perf-notes-v3.md). */
 template <class Frag, int TM, int TC>
 __device__ __forceinline__ void chain(float (&acc)[TM][TC], const float *a0, int lda,
-                                      const float *w0, int ldw, int K)
+                                      const float *w0, int ldw, int K, Frag proto = Frag())
 {
-    Frag f0, f1;
+    Frag f0 = proto, f1 = proto;
     f0.load(a0, lda, w0, ldw, 0);
     int k0 = 0;
     for (; k0 + 8 <= K; k0 += 8) {
@@ -420,7 +455,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     /* 128-byte aligned: the bulk tensor copies' destinations (every part
      * below starts on a multiple of 128 bytes: R is a multiple of 8, the
      * widths of 4). */
-    extern __shared__ __align__(128) float smem[];
+    extern __shared__ __align__(1024) float smem[];
     __shared__ __align__(8) unsigned long long bars[5];
     const int ldx = f.enc + 4, ld1 = f.n1 + 4, ld2 = f.n2 + 4;
     float *xs = smem;                              /* [R][ldx]: x rows; later h2 [R][ld2] */
@@ -548,7 +583,11 @@ __global__ void __cluster_dims__(CL, 1, 1)
 
 /* ----------------------------------------------------------- backward -- */
 
+/* The backward's operands. mw3, mw2: tensor maps of W3 and W2 whose box is
+ * 32 steps of 32 rows (a block's rows of W3 or W2, H2 or H1 index) in the
+ * 128-byte swizzle (FragRowsSw), rows past the height zero-filled. */
 struct Bwd {
+    CUtensorMap mw3, mw2;
     const float *x, *h1, *h2, *dout, *w2, *w3;
     float *dh2, *dh1, *nodes; /* workspace: [B, H2], [B, H1], [2][P] */
     unsigned *flags;          /* state region: this TM's FLAGS words (flag_of), all one count */
@@ -557,13 +596,15 @@ struct Bwd {
     int batch, enc, n1, n2, aux, accumulate;
 };
 
-/* Shared memory of the backward, in floats: the row-local stage (dout rows,
- * dh2 rows, this block's rows of W3 and W2, its own dh2 slice), then,
- * reused, the gradient tiles' slabs. */
+/* Shared memory of the backward, in floats: the row-local stage (this
+ * block's rows of W3 and W2, swizzled, from a 1 KiB boundary; dout rows,
+ * dh2 rows, its own dh2 slice), then, reused, the gradient tiles' slabs;
+ * 256 floats of room to align the start. */
 __host__ __device__ constexpr size_t bwd_floats(int rows, int n2, int aux)
 {
-    return (size_t)imax((rows + SW) * (aux + 4) + (rows + SW) * (n2 + 4) + rows * (SW + 4),
-                        STAGES * SLAB * 2 * 32);
+    return 256 + (size_t)imax(((aux + 31) / 32 + (n2 + 31) / 32) * SW * 32 + rows * (aux + 4) +
+                                  rows * (n2 + 4) + rows * (SW + 4),
+                              STAGES * SLAB * 2 * 32);
 }
 
 /* One weight gradient dW [K, N] = Σ_b a[b, k] · g[b, n] and its bias
@@ -824,24 +865,27 @@ __device__ __forceinline__ void load_y(float (&y)[TM][TC], const float *g, int n
  * of its one row, two thirds of the shared-memory clocks a step for half
  * the rows. The gradient items do not depend on RG. */
 template <int TM, int RG>
-__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_kernel(Bwd f)
+__global__ void __cluster_dims__(CL, 1, 1)
+    __launch_bounds__(NT, 1) v3_backward_kernel(const __grid_constant__ Bwd f)
 {
     static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
     constexpr int R = RG * TM, CS = NT / RG, TC = SW / CS;
-    extern __shared__ __align__(128) float smem[]; /* as the forward declares it */
-    __shared__ __align__(8) unsigned long long bar;
+    extern __shared__ __align__(1024) float smem[]; /* as the forward declares it */
+    __shared__ __align__(8) unsigned long long bars[3];
     const int ldd = f.aux + 4, ld2 = f.n2 + 4;
-    float *ds = smem;            /* [R][ldd]: dout rows */
-    float *d2s = ds + R * ldd;   /* [R][ld2]: dh2_pre rows, filled by every block */
-    float *w3s = d2s + R * ld2;  /* [SW][ldd]: rows of W3 (H2 index) of this block */
-    float *w2s = w3s + SW * ldd; /* [SW][ld2]: rows of W2 (H1 index) of this block */
-    float *own = w2s + SW * ld2; /* [R][SW + 4]: this block's dh2_pre slice, to push */
+    const int k3 = (f.aux + 31) / 32, k2 = (f.n2 + 31) / 32; /* 32-step blocks of W3, W2 rows */
+    /* The swizzle follows address bits, so its parts start on a 1 KiB line. */
+    float *w3s = smem + ((1024u - (smem_u32(smem) & 1023u)) & 1023u) / 4; /* [k3][SW][32] */
+    float *w2s = w3s + k3 * SW * 32; /* [k2][SW][32]: rows of W2 (H1 index) of this block */
+    float *ds = w2s + k2 * SW * 32;  /* [R][ldd]: dout rows */
+    float *d2s = ds + R * ldd;       /* [R][ld2]: dh2_pre rows, filled by every block */
+    float *own = d2s + R * ld2;      /* [R][SW + 4]: this block's dh2_pre slice, to push */
 
     const unsigned rank = cluster_rank();
     const int row0 = (int)(blockIdx.x / CL) * R;
     const int rg = threadIdx.x % RG, cg = threadIdx.x / RG; /* a warp: RG rows x 32 / RG groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
-    const unsigned b2 = smem_u32(&bar);
+    const unsigned b2 = smem_u32(&bars[0]), bw3 = smem_u32(&bars[1]), bw2 = smem_u32(&bars[2]);
     /* Launched early behind the forward (launch_backward): nothing of global
      * memory is read or written before the kernels ahead have ended. */
     grid_dependency_wait();
@@ -853,24 +897,34 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
     /* --- dh2_pre, dh1_pre for the cluster's rows (clusters past the batch
      * only take gradient tiles) ------------------------------------------ */
     if (row0 < f.batch) {
-        if (threadIdx.x == 0)
+        if (threadIdx.x == 0) {
             mbar_init(b2, 1);
+            mbar_init(bw3, 1);
+            mbar_init(bw2, 1);
+            fence_proxy_async(); /* the copies' mbarriers are initialised */
+            /* The block's rows of W3 and W2: one box per 32 steps. */
+            mbar_expect_tx(bw3, (unsigned)(k3 * SW * 32 * 4));
+            for (int k = 0; k < k3; k++)
+                tma_load_2d(smem_u32(w3s + k * SW * 32), &f.mw3, 32 * k, c0, bw3);
+            mbar_expect_tx(bw2, (unsigned)(k2 * SW * 32 * 4));
+            for (int k = 0; k < k2; k++)
+                tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
+        }
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
-        stage_rows(w3s, ldd, f.w3, f.aux, c0, SW, f.n2);
-        commit();
-        stage_rows(w2s, ld2, f.w2, f.n2, c0, SW, f.n1);
         commit();
         cluster_arrive_relaxed();
 
         float y2[TM][TC], y1[TM][TC], a[TM][TC] = {};
         load_y<TM, TC, RG, CS>(y2, f.h2, f.n2, row0, rg, c0, cg, f.batch);
         load_y<TM, TC, RG, CS>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
-        wait_copies<1>();
+        wait_copies<0>();
         __syncthreads();
         if (threadIdx.x == 0)
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
+        mbar_wait_cta(bw3, 0);
         stamp(false, V3B_STAGED);
-        chain<FragRows<TM, TC, RG, CS>>(a, ds + rg * ldd, ldd, w3s + cg * ldd, ldd, f.aux);
+        chain(a, ds + rg * ldd, ldd, w3s + cg * 32, SW * 32, f.aux,
+              FragRowsSw<TM, TC, RG, CS>(cg & 7));
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -885,8 +939,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
         publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count);
         stamp(false, V3B_PUB2);
 
-        wait_copies<0>();
-        __syncthreads();
+        mbar_wait_cta(bw2, 0);
         mbar_wait0(b2); /* every push into this block has landed */
         stamp(false, V3B_X);
 #pragma unroll
@@ -894,7 +947,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 1) v3_backward_
 #pragma unroll
             for (int j = 0; j < TC; j++)
                 a[i][j] = 0.0f;
-        chain<FragRows<TM, TC, RG, CS>>(a, d2s + rg * ld2, ld2, w2s + cg * ld2, ld2, f.n2);
+        chain(a, d2s + rg * ld2, ld2, w2s + cg * 32, SW * 32, f.n2,
+              FragRowsSw<TM, TC, RG, CS>(cg & 7));
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -1113,6 +1167,19 @@ Plan bwd_plan_of(int batch)
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* The tensor map of w [rows, k] (k contiguous) whose box is 32 steps of 32
+ * rows in the 128-byte swizzle (FragRowsSw), zero-filled past the rows. */
+bool encode_rows_map(CUtensorMap *map, const float *w, int k, int rows)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(float)};
+    const cuuint32_t box[2] = {32, SW}, estr[2] = {1, 1};
+    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(w), dims, strides,
+                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /* The tensor map of w [k, n] (n contiguous) whose box is `cols` columns of
  * all k rows (k <= 256, the box's limit), zero-filled past n. */
 bool encode_slice_map(CUtensorMap *map, const float *w, int k, int n, int cols)
@@ -1307,8 +1374,8 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
 {
     const Plan plan = bwd_plan_of(batch);
     float *const grad[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
-    bool fused = g_cooperative && plan.tm != 0 && v3_supported(d) && batch <= V3_MAX_BATCH &&
-                 aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
+    bool fused = g_cooperative && g_encode && plan.tm != 0 && v3_supported(d) &&
+                 batch <= V3_MAX_BATCH && aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
                  aligned16(p->w2) && aligned16(p->w3) && aligned16(workspace);
     for (int i = 0; i < 6; i++)
         fused = fused && aligned16(grad[i]);
@@ -1319,6 +1386,9 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
     const Layout L = layout_of(d, batch);
     const v2_grad_layout_t gl = v2_grad_layout(d);
     Bwd f = {};
+    if (!encode_rows_map(&f.mw3, p->w3, d.aux, d.h2) || !encode_rows_map(&f.mw2, p->w2, d.h2, d.h1))
+        return v2_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace + V3_STATE_FLOATS,
+                           stream);
     f.x = x, f.h1 = h1, f.h2 = h2, f.dout = dout, f.w2 = p->w2, f.w3 = p->w3;
     f.dh2 = workspace + L.dh2, f.dh1 = workspace + L.dh1, f.nodes = workspace + L.nodes;
     const int set = plan.tm == 1 ? 0 : plan.tm == 2 ? 1 : 2; /* this TM's flags */
