@@ -42,12 +42,12 @@ enum v3_fwd_slot {
 /* Backward slots. Blocks without rows stamp only START, PUB1 and on. */
 enum v3_bwd_slot {
     V3B_START,   /* first instruction */
-    V3B_STAGED,  /* dout rows, W3 rows landed, block barrier */
+    V3B_STAGED,  /* dout rows (cp.async, block barrier) and W3 rows (bulk copies) landed */
     V3B_DH2,     /* dh2_pre chain and ELU gradient */
     V3B_CLUSTER, /* cluster barrier */
     V3B_PUT2,    /* dh2_pre pushed to the cluster and stored */
     V3B_PUB2,    /* dh2 flag published (barrier, release) */
-    V3B_X,       /* W2 rows landed, dh2_pre exchange complete */
+    V3B_X,       /* W2 rows (bulk copies) landed, dh2_pre exchange complete */
     V3B_DH1,     /* dh1_pre chain and ELU gradient */
     V3B_PUT1,    /* dh1_pre stored */
     V3B_PUB1,    /* dh1 flag published */
