@@ -275,49 +275,24 @@ struct FragCols {
     }
 };
 
-/* The same with weights stored [column][ldw] (rows of W3 and W2, k
- * contiguous, as the hidden gradients read them): the thread's columns are
- * CS apart (c = group + CS j, CS the block's column groups), so the groups
- * of a warp read consecutive rows, 4 banks apart; w[j] = 4 steps of column
- * j. Rows RS apart. */
+/* The same with weights stored by rows (rows of W3 and W2, k contiguous,
+ * as the hidden gradients read them), as the bulk tensor copy writes them
+ * in the 128-byte swizzle: [K / 32][rows][32], the 16-byte piece q of a
+ * row's 32 steps stored at q ^ (row % 8). The thread's columns are CS
+ * apart (c = group + CS j, CS the block's column groups), so the groups of
+ * a warp read consecutive rows, which the swizzle puts in different banks
+ * without the padding the cp.async layout needed; w[j] = 4 steps of column
+ * j. Rows of a RS apart. w0: the thread's first weight row (its line of
+ * the first 32 steps), ldw: floats from one 32-step block to the next; sw
+ * = row % 8, the same for every row of the thread (CS and the blocks' row
+ * counts are multiples of 8): the address costs a shift, a mask and an
+ * exclusive-or a fragment. */
 template <int TM, int TC, int RS = 16, int CS = 8>
 struct FragRows {
     float4 a[TM];
     float4 w[TC];
-    __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
-    {
-#pragma unroll
-        for (int i = 0; i < TM; i++)
-            a[i] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0);
-#pragma unroll
-        for (int j = 0; j < TC; j++)
-            w[j] = *reinterpret_cast<const float4 *>(w0 + CS * j * ldw + k0);
-    }
-    __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
-    {
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-#pragma unroll
-            for (int i = 0; i < TM; i++)
-#pragma unroll
-                for (int j = 0; j < TC; j++)
-                    acc[i][j] = fmaf(comp(a[i], q), comp(w[j], q), acc[i][j]);
-    }
-};
-
-/* FragRows with the weight rows as the bulk tensor copy writes them in
- * the 128-byte swizzle: [K / 32][rows][32], the 16-byte piece q of a
- * row's 32 steps stored at q ^ (row % 8). w0: this thread's first row
- * (its line of the first 32 steps), ldw: floats from one 32-step block to
- * the next; sw = row % 8, the same for every row of the thread (CS and
- * the blocks' row counts are multiples of 8). The warp's rows then sit in
- * different banks without the padding the cp.async layout needs. */
-template <int TM, int TC, int RS = 16, int CS = 8>
-struct FragRowsSw {
-    float4 a[TM];
-    float4 w[TC];
     int sw;
-    __device__ __forceinline__ explicit FragRowsSw(int row_mod8 = 0) : sw(row_mod8) {}
+    __device__ __forceinline__ explicit FragRows(int row_mod8 = 0) : sw(row_mod8) {}
     __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
     {
 #pragma unroll
@@ -585,7 +560,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
 
 /* The backward's operands. mw3, mw2: tensor maps of W3 and W2 whose box is
  * 32 steps of 32 rows (a block's rows of W3 or W2, H2 or H1 index) in the
- * 128-byte swizzle (FragRowsSw), rows past the height zero-filled. */
+ * 128-byte swizzle (FragRows), rows past the height zero-filled. */
 struct Bwd {
     CUtensorMap mw3, mw2;
     const float *x, *h1, *h2, *dout, *w2, *w3;
@@ -924,7 +899,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         mbar_wait_cta(bw3, 0);
         stamp(false, V3B_STAGED);
         chain(a, ds + rg * ldd, ldd, w3s + cg * 32, SW * 32, f.aux,
-              FragRowsSw<TM, TC, RG, CS>(cg & 7));
+              FragRows<TM, TC, RG, CS>(cg & 7));
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -948,7 +923,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
             for (int j = 0; j < TC; j++)
                 a[i][j] = 0.0f;
         chain(a, d2s + rg * ld2, ld2, w2s + cg * 32, SW * 32, f.n2,
-              FragRowsSw<TM, TC, RG, CS>(cg & 7));
+              FragRows<TM, TC, RG, CS>(cg & 7));
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -1168,7 +1143,7 @@ Plan bwd_plan_of(int batch)
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* The tensor map of w [rows, k] (k contiguous) whose box is 32 steps of 32
- * rows in the 128-byte swizzle (FragRowsSw), zero-filled past the rows. */
+ * rows in the 128-byte swizzle (FragRows), zero-filled past the rows. */
 bool encode_rows_map(CUtensorMap *map, const float *w, int k, int rows)
 {
     const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
