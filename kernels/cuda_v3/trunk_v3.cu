@@ -213,18 +213,6 @@ __device__ __forceinline__ void stage_rows(float *s, int ld, const float *g, int
     }
 }
 
-/* Columns [c0, c0 + W) of g [k, n] into s [k][W]; columns past n zero-filled. */
-template <int W>
-__device__ __forceinline__ void stage_cols(float *s, const float *g, int k, int n, int c0)
-{
-    constexpr int PER = W / 4;
-    for (int p = threadIdx.x; p < k * PER; p += NT) {
-        const int kk = p / PER, c = c0 + 4 * (p % PER);
-        const bool ok = c < n;
-        copy16(s + kk * W + (c - c0), ok ? g + (size_t)kk * n + c : g, ok);
-    }
-}
-
 /* -------------------------------------------------------------- chains -- */
 
 template <int TC>
