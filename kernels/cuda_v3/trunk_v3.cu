@@ -48,6 +48,16 @@
  * reads its count or touches any other memory, so no flag is polled
  * before every block of the grid can be resident.
  *
+ * Staging: each block's weight slices (the forward's columns of W1, W2,
+ * W3) and rows (the backward's rows of W3 and W2) arrive by bulk tensor
+ * copies, one instruction of thread 0 a box, through tensor maps the host
+ * encodes each call (v3_prepare finds the driver's encoder; without one
+ * the fused path is not taken); the batch rows (x, dout) by cp.async,
+ * whose padded rows keep a warp's rows in different banks. The backward's
+ * weight rows come in the 128-byte swizzle instead of padding (FragRows).
+ * Moving the weights from cp.async to boxes took 0.6 and 0.9 µs off the
+ * two kernels' staging at B = 32 (docs/perf-notes-v3.md, 3.40 and 3.41).
+ *
  * One block per SM: every launch of either kernel asks for more than half
  * of an SM's shared memory (`sole`), padding where its layout needs less,
  * so that two blocks never share an SM; the cluster counts the plans use
