@@ -69,12 +69,11 @@
 
 #include <stdint.h>
 
-#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
-
 #include "auxtrunk_canon.h"
 #include "trunk_v2.h"
 #include "trunk_v3_sgemm.h"
 #include "trunk_v3_sync.cuh"
+#include "trunk_v3_tmap.h"
 #include "trunk_v3_trace.h"
 
 namespace {
@@ -1035,7 +1034,7 @@ int g_dependent = 0;
 size_t g_exclusive = 0;
 /* The driver's tensor-map encoder (v3_prepare); null where the driver has
  * none, and then the fused forward is not taken. */
-PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
+v3tmap::encoder_t g_encode = nullptr;
 
 /* The dynamic shared memory a launch asks for: `bytes`, or g_exclusive if
  * that is more, so that the block has its SM to itself. */
@@ -1144,26 +1143,16 @@ inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
  * rows in the 128-byte swizzle (FragRows), zero-filled past the rows. */
 bool encode_rows_map(CUtensorMap *map, const float *w, int k, int rows)
 {
-    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
-    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(float)};
-    const cuuint32_t box[2] = {32, SW}, estr[2] = {1, 1};
-    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(w), dims, strides,
-                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return v3tmap::encode_2d(g_encode, map, w, k, rows, 32, SW, CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 /* The tensor map of w [k, n] (n contiguous) whose box is `cols` columns of
  * all k rows (k <= 256, the box's limit), zero-filled past n. */
 bool encode_slice_map(CUtensorMap *map, const float *w, int k, int n, int cols)
 {
-    const cuuint64_t dims[2] = {(cuuint64_t)n, (cuuint64_t)k};
-    const cuuint64_t strides[1] = {(cuuint64_t)n * sizeof(float)};
-    const cuuint32_t box[2] = {(cuuint32_t)cols, (cuuint32_t)k}, estr[2] = {1, 1};
-    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(w), dims, strides,
-                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return v3tmap::encode_2d(g_encode, map, w, n, k, cols, k, CU_TENSOR_MAP_SWIZZLE_NONE,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 /* Workspace layout of the fused backward (floats). */
@@ -1281,15 +1270,8 @@ extern "C" cudaError_t v3_prepare(void)
         (e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev)) !=
             cudaSuccess)
         return e;
-    if (!g_encode) {
-        void *fn = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                             cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess && fn)
-            g_encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-        (void)cudaGetLastError();
-    }
+    if (!g_encode)
+        g_encode = v3tmap::find_encoder();
     const size_t exclusive = (size_t)(per_sm / 2 - reserved + 16);
     if (exclusive > g_exclusive)
         g_exclusive = exclusive;

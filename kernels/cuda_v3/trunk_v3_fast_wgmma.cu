@@ -59,12 +59,12 @@
 #include "trunk_v3_fast.h"
 
 #include <cuda.h> /* CUtensorMap and its enums; the driver is reached through the runtime */
-#include <cudaTypedefs.h>
 
 #include "auxtrunk.h"
 #include "auxtrunk_canon.h"
 #include "trunk_v2_pdl.cuh"
 #include "trunk_v3_sync.cuh"
+#include "trunk_v3_tmap.h"
 #include "trunk_v3_wgmma.cuh"
 
 namespace {
@@ -1730,7 +1730,7 @@ __global__ void __launch_bounds__(NT, 1)
 /* Per device: whether v3_wgmma_prepare found the kernels' image and raised
  * their shared-memory limit there, and its multiprocessor count. */
 constexpr int MAX_DEVICES = 64;
-PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
+v3tmap::encoder_t g_encode = nullptr;
 int g_ready[MAX_DEVICES];
 int g_sms[MAX_DEVICES];
 
@@ -1772,13 +1772,8 @@ int layer_groups(int tiles_m, int tiles_n, int sms)
  * zero fill past m and k. */
 bool encode_kmajor_map(CUtensorMap *map, const float *a, int k, int m, int rows)
 {
-    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
-    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(float)};
-    const cuuint32_t box[2] = {BK, (cuuint32_t)rows}, estr[2] = {1, 1};
-    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(a), dims, strides,
-                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return v3tmap::encode_2d(g_encode, map, a, k, m, BK, rows, CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 /* The tensor map of a row-major operand t [rows, width] of the weight
@@ -1787,13 +1782,8 @@ bool encode_kmajor_map(CUtensorMap *map, const float *a, int k, int m, int rows)
  * and the width. */
 bool encode_rows_map(CUtensorMap *map, const float *t, int width, int rows, int cols)
 {
-    const cuuint64_t dims[2] = {(cuuint64_t)width, (cuuint64_t)rows};
-    const cuuint64_t strides[1] = {(cuuint64_t)width * sizeof(float)};
-    const cuuint32_t box[2] = {(cuuint32_t)cols, WT_HALF}, estr[2] = {1, 1};
-    return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(t), dims, strides,
-                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return v3tmap::encode_2d(g_encode, map, t, width, rows, cols, WT_HALF,
+                             CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 /* The A operand's tensor map ([m, k], k contiguous, [TM rows, 32 k] boxes)
@@ -2086,17 +2076,8 @@ extern "C" cudaError_t v3_wgmma_prepare(void)
              &fa, reinterpret_cast<const void *>(v3_wgmma_chain_prep_kernel<EPI_ELU_GRAD>))) !=
             cudaSuccess)
         return e;
-    if (!g_encode) {
-        void *fn = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                             cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !fn) {
-            (void)cudaGetLastError();
-            return cudaSuccess;
-        }
-        g_encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-    }
+    if (!g_encode && !(g_encode = v3tmap::find_encoder()))
+        return cudaSuccess;
     g_ready[dev] = 1;
     return cudaSuccess;
 }

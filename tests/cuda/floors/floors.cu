@@ -32,9 +32,7 @@
  * Not a test: it asserts nothing about the numbers; it exits non-zero only
  * when a CUDA call fails, and prints what failed.
  */
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +46,7 @@
 #include "floors_wgmma.h"
 #include "trunk_v2_async.cuh"
 #include "trunk_v3_sync.cuh"
+#include "trunk_v3_tmap.h"
 
 using namespace v3sync;
 
@@ -676,26 +675,45 @@ __global__ void __launch_bounds__(32, 1) icache_kernel(unsigned seed, unsigned l
     }
 }
 
+/* Runs `launch` 21 times (each a kernel writing two clock counts per block
+ * into out: to the first group and to the last) and gives, in *first and
+ * *all, the median over launches 2..21 of the median over blocks; the
+ * first launch reads the source from device memory, the rest from L2. */
+template <class Launch>
+static void staging_clocks(Launch launch, int blocks, unsigned long long *out, double *first,
+                           double *all)
+{
+    std::vector<double> f1, a1;
+    for (int rep = 0; rep < 21; rep++) {
+        launch();
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        if (rep == 0)
+            continue;
+        std::vector<unsigned long long> h(2 * blocks);
+        CK(cudaMemcpy(h.data(), out, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
+        std::vector<double> f, a;
+        for (int b = 0; b < blocks; b++)
+            f.push_back((double)h[2 * b]), a.push_back((double)h[2 * b + 1]);
+        f1.push_back(median(f));
+        a1.push_back(median(a));
+    }
+    *first = median(f1);
+    *all = median(a1);
+}
+
 /* The bulk-tensor-copy rows of the staging table (stage_tma_kernel), over
  * the first 256 KiB of src as a 256 x 256 matrix. */
 static void stage_tma_table(float4 *src, unsigned long long *out, size_t smem, double mhz)
 {
-    void *fn = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                        &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess || !fn) {
-        (void)cudaGetLastError();
+    const v3tmap::encoder_t encode = v3tmap::find_encoder();
+    if (!encode) {
         printf("\n(no cuTensorMapEncodeTiled in this driver: the bulk tensor rows are skipped)\n");
         return;
     }
-    const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
     CUtensorMap map;
-    const cuuint64_t dims[2] = {256, 256}, strides[1] = {256 * sizeof(float)};
-    const cuuint32_t box[2] = {32, 256}, estr[2] = {1, 1};
-    if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, src, dims, strides, box, estr,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    if (!v3tmap::encode_2d(encode, &map, reinterpret_cast<const float *>(src), 256, 256, 32, 256,
+                           CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B)) {
         printf("\n(the tensor map was refused: the bulk tensor rows are skipped)\n");
         return;
     }
@@ -705,22 +723,9 @@ static void stage_tma_table(float4 *src, unsigned long long *out, size_t smem, d
     printf("| KiB | boxes | blocks | issued | all landed | KiB/µs |\n|---|---|---|---|---|---|\n");
     for (int boxes : {1, 2})
         for (int blocks : {32, 120}) {
-            std::vector<double> first, all;
-            for (int rep = 0; rep < 21; rep++) {
-                stage_tma_kernel<<<blocks, 128, smem>>>(map, boxes, out);
-                CK(cudaGetLastError());
-                CK(cudaDeviceSynchronize());
-                if (rep == 0)
-                    continue;
-                std::vector<unsigned long long> h(2 * blocks);
-                CK(cudaMemcpy(h.data(), out, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
-                std::vector<double> f, a;
-                for (int b = 0; b < blocks; b++)
-                    f.push_back((double)h[2 * b]), a.push_back((double)h[2 * b + 1]);
-                first.push_back(median(f));
-                all.push_back(median(a));
-            }
-            const double f = median(first), a = median(all);
+            double f, a;
+            staging_clocks([&] { stage_tma_kernel<<<blocks, 128, smem>>>(map, boxes, out); },
+                           blocks, out, &f, &a);
             printf("| %d | %d | %d | %.0f (%.2f µs) | %.0f (%.2f µs) | %.1f |\n", 32 * boxes, boxes,
                    blocks, f, f / mhz, a, a / mhz, 32 * boxes / (a / mhz));
         }
@@ -752,26 +757,15 @@ static void run_stage()
             for (int groups : {1, 4})
                 for (int blocks : {32, 120}) {
                     const int pieces = kib * 1024 / 16;
-                    std::vector<double> first, all;
-                    for (int rep = 0; rep < 21; rep++) {
-                        if (groups == 1)
-                            stage_kernel<1><<<blocks, 128, smem>>>(src, pieces, layout, out);
-                        else
-                            stage_kernel<4><<<blocks, 128, smem>>>(src, pieces, layout, out);
-                        CK(cudaGetLastError());
-                        CK(cudaDeviceSynchronize());
-                        if (rep == 0)
-                            continue; /* the source's first reads from device memory */
-                        std::vector<unsigned long long> h(2 * blocks);
-                        CK(cudaMemcpy(h.data(), out, h.size() * sizeof h[0],
-                                      cudaMemcpyDeviceToHost));
-                        std::vector<double> f, a;
-                        for (int b = 0; b < blocks; b++)
-                            f.push_back((double)h[2 * b]), a.push_back((double)h[2 * b + 1]);
-                        first.push_back(median(f));
-                        all.push_back(median(a));
-                    }
-                    const double f = median(first), a = median(all);
+                    double f, a;
+                    staging_clocks(
+                        [&] {
+                            if (groups == 1)
+                                stage_kernel<1><<<blocks, 128, smem>>>(src, pieces, layout, out);
+                            else
+                                stage_kernel<4><<<blocks, 128, smem>>>(src, pieces, layout, out);
+                        },
+                        blocks, out, &f, &a);
                     printf("| %d | %s | %d | %d | %d | %.0f (%.2f µs) | %.0f (%.2f µs) | %.1f |\n",
                            kib, layout ? "128 B of each 1 KiB row" : "contiguous", groups, blocks,
                            pieces / 128, f, f / mhz, a, a / mhz, kib / (a / mhz));

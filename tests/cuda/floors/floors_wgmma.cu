@@ -36,7 +36,6 @@
  * Not a test: it asserts nothing about the numbers.
  */
 #include <cuda.h> /* CUtensorMap and its enums; the driver is reached through the runtime */
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -48,6 +47,7 @@
 #include "../cuda_ck.h"
 #include "floors_wgmma.h"
 #include "trunk_v3_sync.cuh"
+#include "trunk_v3_tmap.h"
 #include "trunk_v3_wgmma.cuh"
 
 namespace {
@@ -354,16 +354,11 @@ const char *const feed_name[] = {
 void floors_tma_feed(int grid, unsigned long long *cycles, float *sink, cudaEvent_t e0,
                      cudaEvent_t e1)
 {
-    void *fn = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess || !fn) {
-        (void)cudaGetLastError();
+    const v3tmap::encoder_t encode = v3tmap::find_encoder();
+    if (!encode) {
         printf("\n(no cuTensorMapEncodeTiled in this driver: the TMA table is skipped)\n");
         return;
     }
-    const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
     const size_t rows_l2 = 16384, rows_dram = (size_t)1 << 20, width = 256;
     float *src;
     CK(cudaMalloc(&src, rows_dram * width * sizeof(float)));
@@ -383,14 +378,9 @@ void floors_tma_feed(int grid, unsigned long long *cycles, float *sink, cudaEven
         const size_t m = r.src == SRC_DRAM     ? rows_dram
                          : r.src == SRC_SHARED ? (size_t)r.box_rows
                                                : rows_l2;
-        const cuuint64_t dims[2] = {(cuuint64_t)width, (cuuint64_t)m};
-        const cuuint64_t strides[1] = {(cuuint64_t)width * sizeof(float)};
-        const cuuint32_t box[2] = {(cuuint32_t)BK, (cuuint32_t)r.box_rows}, estr[2] = {1, 1};
         CUtensorMap map;
-        if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, src, dims, strides, box, estr,
-                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        if (!v3tmap::encode_2d(encode, &map, src, (int)width, (int)m, BK, r.box_rows,
+                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B)) {
             printf("| %d | %s | tensor map refused | | | | |\n", r.n, feed_name[r.feed]);
             continue;
         }
