@@ -242,34 +242,52 @@ __device__ __forceinline__ float comp(float4 v, int q)
     return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
 }
 
-/* Four reduction steps of a thread's TM x TC outputs, weights stored
- * [k][LDW] (a layer's column slice, as the forward reads W): a[i] = 4
- * values of row i's input (rows RS apart), w[q] = the TC weights of step
- * q, contiguous. */
-template <int TM, int TC, int RS = 16, int LDW = 8 * TC>
+/* Fragments: S reduction steps (a multiple of 4) of a thread's TM x TC
+ * outputs, loaded together and run together. A chain runs one fragment
+ * while the next one's loads are in flight, so the loads' latency (about
+ * 90 clocks under the block's load, docs/perf-notes-v3.md) is hidden
+ * behind S steps of FFMAs: 4 steps left most of it exposed, so the
+ * fragments are as long as the registers allow (steps_of). */
+template <int TM, int TC>
+__host__ __device__ constexpr int steps_of()
+{
+    return TM * TC <= 2 ? 16 : TM * TC <= 8 ? 8 : 4;
+}
+
+/* Weights stored [k][LDW] (a layer's column slice, as the forward reads W):
+ * a[i][u] = steps 4u.. of row i's input (rows RS apart), w[q] = the TC
+ * weights of step q, contiguous. */
+template <int TM, int TC, int RS = 16, int LDW = 8 * TC, int S = 4>
 struct FragCols {
-    float4 a[TM];
-    float w[4][TC];
+    __host__ __device__ static constexpr int steps() { return S; }
+    float4 a[TM][S / 4];
+    float w[S][TC];
     __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
     {
         (void)ldw;
 #pragma unroll
         for (int i = 0; i < TM; i++)
-            a[i] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0);
 #pragma unroll
-        for (int q = 0; q < 4; q++)
+            for (int u = 0; u < S / 4; u++)
+                a[i][u] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0 + 4 * u);
+#pragma unroll
+        for (int q = 0; q < S; q++)
             load_tc<TC>(w[q], w0 + (k0 + q) * LDW);
     }
     __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
     {
 #pragma unroll
-        for (int q = 0; q < 4; q++)
+        for (int u = 0; u < S / 4; u++)
 #pragma unroll
-            for (int i = 0; i < TM; i++)
+            for (int q = 0; q < 4; q++)
 #pragma unroll
-                for (int c = 0; c < TC; c++)
-                    acc[i][c] = fmaf(comp(a[i], q), w[q][c], acc[i][c]);
+                for (int i = 0; i < TM; i++)
+#pragma unroll
+                    for (int c = 0; c < TC; c++)
+                        acc[i][c] = fmaf(comp(a[i][u], q), w[4 * u + q][c], acc[i][c]);
     }
+    /* The 4-step fragment of the same layout, for a chain's last steps. */
+    __device__ __forceinline__ FragCols<TM, TC, RS, LDW, 4> tail() const { return {}; }
 };
 
 /* The same with weights stored by rows (rows of W3 and W2, k contiguous,
@@ -278,64 +296,91 @@ struct FragCols {
  * row's 32 steps stored at q ^ (row % 8). The thread's columns are CS
  * apart (c = group + CS j, CS the block's column groups), so the groups of
  * a warp read consecutive rows, which the swizzle puts in different banks
- * without the padding the cp.async layout needed; w[j] = 4 steps of column
- * j. Rows of a RS apart. w0: the thread's first weight row (its line of
- * the first 32 steps), ldw: floats from one 32-step block to the next; sw
- * = row % 8, the same for every row of the thread (CS and the blocks' row
- * counts are multiples of 8): the address costs a shift, a mask and an
- * exclusive-or a fragment. */
-template <int TM, int TC, int RS = 16, int CS = 8>
+ * without the padding the cp.async layout needed; w[j][u] = steps 4u.. of
+ * column j. Rows of a RS apart. w0: the thread's first weight row (its
+ * line of the first 32 steps), ldw: floats from one 32-step block to the
+ * next; sw = row % 8, the same for every row of the thread (CS and the
+ * blocks' row counts are multiples of 8): the address costs a shift, a
+ * mask and an exclusive-or a piece. A fragment starts on a multiple of S
+ * (at most 32), so it lies in one 32-step block. */
+template <int TM, int TC, int RS = 16, int CS = 8, int S = 4>
 struct FragRows {
-    float4 a[TM];
-    float4 w[TC];
+    __host__ __device__ static constexpr int steps() { return S; }
+    static_assert(S <= 32, "a fragment within one 32-step block");
+    float4 a[TM][S / 4];
+    float4 w[TC][S / 4];
     int sw;
     __device__ __forceinline__ explicit FragRows(int row_mod8 = 0) : sw(row_mod8) {}
     __device__ __forceinline__ void load(const float *a0, int lda, const float *w0, int ldw, int k0)
     {
 #pragma unroll
         for (int i = 0; i < TM; i++)
-            a[i] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0);
-        const float *wk = w0 + (k0 >> 5) * ldw + 4 * (((k0 >> 2) & 7) ^ sw);
 #pragma unroll
-        for (int j = 0; j < TC; j++)
-            w[j] = *reinterpret_cast<const float4 *>(wk + CS * j * 32);
+            for (int u = 0; u < S / 4; u++)
+                a[i][u] = *reinterpret_cast<const float4 *>(a0 + RS * i * lda + k0 + 4 * u);
+        const float *wb = w0 + (k0 >> 5) * ldw;
+#pragma unroll
+        for (int u = 0; u < S / 4; u++) {
+            const float *wk = wb + 4 * ((((k0 >> 2) + u) & 7) ^ sw);
+#pragma unroll
+            for (int j = 0; j < TC; j++)
+                w[j][u] = *reinterpret_cast<const float4 *>(wk + CS * j * 32);
+        }
     }
     __device__ __forceinline__ void run(float (&acc)[TM][TC]) const
     {
 #pragma unroll
-        for (int q = 0; q < 4; q++)
+        for (int u = 0; u < S / 4; u++)
 #pragma unroll
-            for (int i = 0; i < TM; i++)
+            for (int q = 0; q < 4; q++)
 #pragma unroll
-                for (int j = 0; j < TC; j++)
-                    acc[i][j] = fmaf(comp(a[i], q), comp(w[j], q), acc[i][j]);
+                for (int i = 0; i < TM; i++)
+#pragma unroll
+                    for (int j = 0; j < TC; j++)
+                        acc[i][j] = fmaf(comp(a[i][u], q), comp(w[j][u], q), acc[i][j]);
+    }
+    __device__ __forceinline__ FragRows<TM, TC, RS, CS, 4> tail() const
+    {
+        return FragRows<TM, TC, RS, CS, 4>(sw);
     }
 };
 
 /* acc[i][c] = chain over k < K (ascending) of a[row i][k] · w(k, c), with
- * the next four steps' operands loaded while the current four issue. a0:
- * this thread's first row (rows 16 apart), w0: its first column of the
- * slice (layout by the fragment kind). K is a multiple of 4.
- * Two fragments take turns (f0: steps 8j.., f1: 8j + 4..), so that no copy
- * of one into the other waits on the loads just issued, as `cur = nxt`
- * did in SASS (docs/perf-notes-v3.md). */
+ * the next fragment's operands loaded while the current one runs. a0:
+ * this thread's first row, w0: its first column of the slice (layout by
+ * the fragment kind). K is a multiple of 4; the steps past the last whole
+ * fragment run on 4-step fragments.
+ * Two fragments take turns (f0: steps 2Sj.., f1: 2Sj + S..), so that no
+ * copy of one into the other waits on the loads just issued, as `cur =
+ * nxt` did in SASS (docs/perf-notes-v3.md). */
 template <class Frag, int TM, int TC>
 __device__ __forceinline__ void chain(float (&acc)[TM][TC], const float *a0, int lda,
                                       const float *w0, int ldw, int K, Frag proto = Frag())
 {
-    Frag f0 = proto, f1 = proto;
-    f0.load(a0, lda, w0, ldw, 0);
-    int k0 = 0;
-    for (; k0 + 8 <= K; k0 += 8) {
-        f1.load(a0, lda, w0, ldw, k0 + 4);
-        f0.run(acc);
-        /* unconditional, so that no merge of old and new values is needed;
-         * past the end it reloads steps K - 4.., unused */
-        f0.load(a0, lda, w0, ldw, min(k0 + 8, K - 4));
-        f1.run(acc);
+    constexpr int S = Frag::steps();
+    const int KS = K - K % S; /* steps in whole fragments */
+    if (KS > 0) {
+        Frag f0 = proto, f1 = proto;
+        f0.load(a0, lda, w0, ldw, 0);
+        int k0 = 0;
+        for (; k0 + 2 * S <= KS; k0 += 2 * S) {
+            f1.load(a0, lda, w0, ldw, k0 + S);
+            f0.run(acc);
+            /* unconditional, so that no merge of old and new values is
+             * needed; past the end it reloads the last fragment, unused */
+            f0.load(a0, lda, w0, ldw, min(k0 + 2 * S, KS - S));
+            f1.run(acc);
+        }
+        if (k0 < KS) /* KS = 2Sj + S: f0 holds the last fragment */
+            f0.run(acc);
     }
-    if (k0 < K) /* K = 8j + 4: f0 holds the last four steps */
-        f0.run(acc);
+    if constexpr (S > 4) {
+        auto t = proto.tail();
+        for (int k = KS; k < K; k += 4) {
+            t.load(a0, lda, w0, ldw, k);
+            t.run(acc);
+        }
+    }
 }
 
 template <int TC>
@@ -424,6 +469,8 @@ __global__ void __cluster_dims__(CL, 1, 1)
 {
     static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
     constexpr int R = RG * TM, W3 = 8 * TC3, TC = SW * RG / NT;
+    using Hidden = FragCols<TM, TC, RG, SW, steps_of<TM, TC>()>; /* layers 1 and 2 */
+    using Output = FragCols<TM, TC3, RG, W3, steps_of<TM, TC3>()>;
     /* 128-byte aligned: the bulk tensor copies' destinations (every part
      * below starts on a multiple of 128 bytes: R is a multiple of 8, the
      * widths of 4). */
@@ -501,7 +548,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     }
     stamp(true, V3F_STAGED);
     if (in1) {
-        chain<FragCols<TM, TC, RG, SW>>(a1, xs + rg * ldx, ldx, w1s + TC * cg, SW, f.enc);
+        chain<Hidden>(a1, xs + rg * ldx, ldx, w1s + TC * cg, SW, f.enc);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -528,7 +575,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     mbar_wait0(bar1);
     stamp(true, V3F_X1);
     if (in2) {
-        chain<FragCols<TM, TC, RG, SW>>(a2, h1s + rg * ld1, ld1, w2s + TC * cg, SW, f.n1);
+        chain<Hidden>(a2, h1s + rg * ld1, ld1, w2s + TC * cg, SW, f.n1);
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -547,7 +594,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     mbar_wait0(bar2);
     stamp(true, V3F_X2);
     if (in3) {
-        chain<FragCols<TM, TC3, RG, W3>>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
+        chain<Output>(a3, h2s + rg * ld2, ld2, w3s + TC3 * cg, W3, f.n2);
         store_rows<TM, TC3, RG>(f.out, f.aux, row0, rg, c3, f.batch, a3);
     }
     stamp(true, V3F_L3);
@@ -896,7 +943,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         mbar_wait_cta(bw3, 0);
         stamp(false, V3B_STAGED);
         chain(a, ds + rg * ldd, ldd, w3s + cg * 32, SW * 32, f.aux,
-              FragRows<TM, TC, RG, CS>(cg & 7));
+              FragRows<TM, TC, RG, CS, steps_of<TM, TC>()>(cg & 7));
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -920,7 +967,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
             for (int j = 0; j < TC; j++)
                 a[i][j] = 0.0f;
         chain(a, d2s + rg * ld2, ld2, w2s + cg * 32, SW * 32, f.n2,
-              FragRows<TM, TC, RG, CS>(cg & 7));
+              FragRows<TM, TC, RG, CS, steps_of<TM, TC>()>(cg & 7));
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
