@@ -1220,11 +1220,16 @@ inline Layout layout_of(atk_dims_t d, int batch)
     return L;
 }
 
+/* Output columns a block of the forward owns: 8 column groups of TC3 = 2
+ * where the cluster covers aux with them, else of TC3 = 4. The launch's
+ * kernel and W3's tensor-map box both follow it. */
+inline int out_cols(int aux) { return aux <= CL * 8 * 2 ? 16 : 32; }
+
 template <int TM, int RG>
 cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
 {
     const dim3 grid((unsigned)(clusters * CL));
-    if (f.aux <= CL * 8 * 2) { /* 16 output columns per block */
+    if (out_cols(f.aux) == 16) {
         const size_t smem = sole(fwd_floats(RG * TM, f.enc, f.n1, f.n2, 2) * 4);
         v3_forward_kernel<TM, 2, RG><<<grid, NT, smem, s>>>(f);
     } else {
@@ -1361,7 +1366,7 @@ extern "C" cudaError_t v3_fused_forward(atk_dims_t d, const atk_params_t *p, con
     Fwd f;
     if (!fused || plan.tm == 0 || !encode_slice_map(&f.mw1, p->w1, d.enc, d.h1, SW) ||
         !encode_slice_map(&f.mw2, p->w2, d.h1, d.h2, SW) ||
-        !encode_slice_map(&f.mw3, p->w3, d.h2, d.aux, d.aux <= CL * 8 * 2 ? 16 : 32))
+        !encode_slice_map(&f.mw3, p->w3, d.h2, d.aux, out_cols(d.aux)))
         return v2_forward(d, p, x, batch, h1, h2, out, stream);
     f.x = x, f.w1 = p->w1, f.b1 = p->b1, f.w2 = p->w2, f.b2 = p->b2, f.w3 = p->w3, f.b3 = p->b3;
     f.h1 = h1, f.h2 = h2, f.out = out;
@@ -1380,8 +1385,8 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
     const Plan plan = bwd_plan_of(batch);
     float *const grad[6] = {g->dw1, g->db1, g->dw2, g->db2, g->dw3, g->db3};
     bool fused = g_cooperative && g_encode && plan.tm != 0 && v3_supported(d) &&
-                 batch <= V3_MAX_BATCH && aligned16(x) && aligned16(h1) && aligned16(h2) && aligned16(dout) &&
-                 aligned16(p->w2) && aligned16(p->w3) && aligned16(workspace);
+                 batch <= V3_MAX_BATCH && aligned16(x) && aligned16(h1) && aligned16(h2) &&
+                 aligned16(dout) && aligned16(p->w2) && aligned16(p->w3) && aligned16(workspace);
     for (int i = 0; i < 6; i++)
         fused = fused && aligned16(grad[i]);
     if (!fused)
