@@ -45,8 +45,9 @@
  * also a programmatic dependent launch where the device takes both
  * (g_dependent): its blocks may be placed before the kernel ahead ends,
  * and every one waits for that kernel (grid_dependency_wait) before it
- * reads its count or touches any other memory, so no flag is polled
- * before every block of the grid can be resident.
+ * reads its count or touches any memory but the weights (the parameters
+ * the forward read, which the ABI has the caller leave unchanged), so no
+ * flag is polled before every block of the grid can be resident.
  *
  * Staging: each block's weight slices (the forward's columns of W1, W2,
  * W3) and rows (the backward's rows of W3 and W2) arrive by bulk tensor
@@ -189,6 +190,19 @@ __device__ __forceinline__ void stamp(bool fwd, int slot)
     }
 #else
     (void)fwd, (void)slot;
+#endif
+}
+
+/* Thread 0 stamps the backward block's first instruction, before its grid
+ * dependency wait (the trace's buffer is no memory of the call's). */
+__device__ __forceinline__ void stamp_resident()
+{
+#if AUXTRUNK_V3_TRACE
+    if (threadIdx.x == 0) {
+        unsigned long long ns;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+        g_trace.bwd_resident[blockIdx.x] = {ns, (unsigned long long)clock64()};
+    }
 #endif
 }
 
@@ -908,30 +922,33 @@ __global__ void __cluster_dims__(CL, 1, 1)
     const int rg = threadIdx.x % RG, cg = threadIdx.x / RG; /* a warp: RG rows x 32 / RG groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bars[0]), bw3 = smem_u32(&bars[1]), bw2 = smem_u32(&bars[2]);
-    /* Launched early behind the forward (launch_backward): nothing of global
-     * memory is read or written before the kernels ahead have ended. */
+    const bool rows = row0 < f.batch; /* clusters past the batch only take gradient tiles */
+    stamp_resident();
+    /* Launched early behind the forward (launch_backward). Before the
+     * kernels ahead have ended a block reads only the weights: the ABI has
+     * the caller pass the parameters the forward read, unchanged, and they
+     * were complete before the forward (an ordinary launch) began, so
+     * before any block of this launch was placed. The block's rows of W3
+     * (one box per 32 steps) then land while it waits; its rows of W2,
+     * needed only after dh2, are asked for after the rows dh2 needs, so
+     * that they do not queue ahead of them into the SM. */
+    if (rows && threadIdx.x == 0) {
+        mbar_init(b2, 1);
+        mbar_init(bw3, 1);
+        mbar_init(bw2, 1);
+        fence_proxy_async(); /* the copies' mbarriers are initialised */
+        mbar_expect_tx(bw3, (unsigned)(k3 * SW * 32 * 4));
+        for (int k = 0; k < k3; k++)
+            tma_load_2d(smem_u32(w3s + k * SW * 32), &f.mw3, 32 * k, c0, bw3);
+    }
     grid_dependency_wait();
     /* The call's count: this block's own flags are written only by this
      * block, after a barrier that every thread reaches after this load. */
     const unsigned count = __ldcg(flag_of(f.flags, DH2_DONE, blockIdx.x));
     stamp(false, V3B_START);
 
-    /* --- dh2_pre, dh1_pre for the cluster's rows (clusters past the batch
-     * only take gradient tiles) ------------------------------------------ */
-    if (row0 < f.batch) {
-        if (threadIdx.x == 0) {
-            mbar_init(b2, 1);
-            mbar_init(bw3, 1);
-            mbar_init(bw2, 1);
-            fence_proxy_async(); /* the copies' mbarriers are initialised */
-            /* The block's rows of W3 and W2: one box per 32 steps. */
-            mbar_expect_tx(bw3, (unsigned)(k3 * SW * 32 * 4));
-            for (int k = 0; k < k3; k++)
-                tma_load_2d(smem_u32(w3s + k * SW * 32), &f.mw3, 32 * k, c0, bw3);
-            mbar_expect_tx(bw2, (unsigned)(k2 * SW * 32 * 4));
-            for (int k = 0; k < k2; k++)
-                tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
-        }
+    /* --- dh2_pre, dh1_pre for the cluster's rows ------------------------ */
+    if (rows) {
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
         commit();
         cluster_arrive_relaxed();
@@ -939,6 +956,11 @@ __global__ void __cluster_dims__(CL, 1, 1)
         float y2[TM][TC], y1[TM][TC], a[TM][TC] = {};
         load_y<TM, TC, RG, CS>(y2, f.h2, f.n2, row0, rg, c0, cg, f.batch);
         load_y<TM, TC, RG, CS>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
+        if (threadIdx.x == 0) {
+            mbar_expect_tx(bw2, (unsigned)(k2 * SW * 32 * 4));
+            for (int k = 0; k < k2; k++)
+                tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
+        }
         wait_copies<0>();
         __syncthreads();
         if (threadIdx.x == 0)

@@ -30,8 +30,9 @@
  *   backward: one cooperative cluster launch on every cluster that fits
  *             (and nothing before it), a programmatic dependent launch
  *             where the device takes both (its blocks may be placed while
- *             the kernel ahead ends, and wait for it before any memory
- *             access; the forward lets them in at its start): dh2_pre and dh1_pre
+ *             the kernel ahead ends, and read nothing but their rows of W3
+ *             before they wait for it; the forward lets them in at its
+ *             start): dh2_pre and dh1_pre
  *             row-local in the clusters that hold rows (dh2_pre pushed to
  *             the cluster), written to the workspace; then every block takes
  *             weight- and bias-gradient tiles (dW3, db3 first: they need

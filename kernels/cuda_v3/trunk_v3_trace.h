@@ -68,6 +68,8 @@ typedef struct v3_trace {
     /* Item k of block b: 1 + 6 pair + 2 which + bias (which 0: dW3/db3,
      * 1: dW2/db2, 2: dW1/db1), 0 if the block ran fewer items. */
     int item[V3_TRACE_BLOCKS][V3_TRACE_ITEMS];
+    /* Each backward block's first instruction, before its grid dependency wait. */
+    v3_stamp_t bwd_resident[V3_TRACE_BLOCKS];
     /* The SM of each block, forward and backward (valid where START is stamped). */
     unsigned sm_fwd[V3_TRACE_BLOCKS], sm_bwd[V3_TRACE_BLOCKS];
 } v3_trace_t;

@@ -284,6 +284,13 @@ static void digest(const v3_trace_t *t, int traced, int *nf, int *nb)
                 sample_add(&s, (double)(st->ns - t0), b == traced);
         }
         sample_put(&s, when[w].name, 0);
+        if (when[w].slot == V3B_START && !when[w].fwd) { /* and before its wait */
+            sample_start(&s);
+            for (int b = 0; b < V3_TRACE_BLOCKS; b++)
+                if (stamped(&t->bwd_resident[b]) && t->bwd_resident[b].ns >= t0)
+                    sample_add(&s, (double)(t->bwd_resident[b].ns - t0), b == traced);
+            sample_put(&s, "backward: block resident (before its wait)", 0);
+        }
     }
 
     /* Block ends of the blocks that shared an SM and of the others. */
