@@ -14,7 +14,8 @@
  *   3. replays that graph --replays times, reading the stamps after each,
  *      and prints medians over the replays of: the timeline (block starts
  *      and ends on the GPU's global timer, µs after the forward's first
- *      block), each phase's length (SM cycles, printed in µs at the measured
+ *      block; for the backward also when each block was placed, before
+ *      its grid dependency wait), each phase's length (SM cycles, printed in µs at the measured
  *      SM clock) in the block --block and as median and maximum over the
  *      blocks, and the backward's gradient items by kind (flag waits, work);
  *      also how many blocks of each kernel shared their SM with another
