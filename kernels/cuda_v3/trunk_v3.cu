@@ -515,8 +515,11 @@ __global__ void __cluster_dims__(CL, 1, 1)
 
     stamp(true, V3F_START);
     /* The backward may be scheduled now: its blocks wait for this launch to
-     * end before touching memory (grid_dependency_wait), but their launch
-     * and prologue overlap this one. */
+     * end before touching memory other than their rows of W3
+     * (grid_dependency_wait). They are placed as soon as they fit beside
+     * this launch, which its whole grid does not: it is placed 0.5-0.8 us
+     * after this launch ends (docs/perf-notes-v3.md, "The backward beside
+     * the forward"). */
     launch_dependents();
     if (threadIdx.x == 0) {
         mbar_init(bar1, 1);
@@ -1265,7 +1268,7 @@ cudaError_t launch_forward(const Fwd &f, int clusters, cudaStream_t s)
  * programmatic dependent launch, used where v3_prepare's probe shows the
  * device takes both (g_dependent): scheduled while the kernel ahead (the
  * forward, or whatever the caller ran) ends; the kernel waits for it
- * before any memory access. */
+ * before any memory access but its rows of W3. */
 void backward_attrs(cudaLaunchAttribute (&at)[2])
 {
     at[0].id = cudaLaunchAttributeCooperative;
