@@ -168,6 +168,14 @@ __device__ __forceinline__ void await(unsigned *flags, int set, int first, int n
 #endif
 #if AUXTRUNK_V3_TRACE
 __device__ v3_trace_t g_trace;
+
+/* The global timer and this SM's cycle count, now. */
+__device__ __forceinline__ v3_stamp_t now()
+{
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    return {ns, (unsigned long long)clock64()};
+}
 #endif
 
 /* Thread 0 stamps the end of a phase of this block: slot of the forward's
@@ -178,10 +186,7 @@ __device__ __forceinline__ void stamp(bool fwd, int slot)
 #if AUXTRUNK_V3_TRACE
     static_assert(V3F_START == 0 && V3B_START == 0, "START is each kernel's first slot");
     if (threadIdx.x == 0) {
-        unsigned long long ns;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-        const v3_stamp_t s = {ns, (unsigned long long)clock64()};
-        (fwd ? g_trace.fwd[blockIdx.x] : g_trace.bwd[blockIdx.x])[slot] = s;
+        (fwd ? g_trace.fwd[blockIdx.x] : g_trace.bwd[blockIdx.x])[slot] = now();
         if (slot == 0) {
             unsigned sm;
             asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
@@ -198,11 +203,8 @@ __device__ __forceinline__ void stamp(bool fwd, int slot)
 __device__ __forceinline__ void stamp_resident()
 {
 #if AUXTRUNK_V3_TRACE
-    if (threadIdx.x == 0) {
-        unsigned long long ns;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-        g_trace.bwd_resident[blockIdx.x] = {ns, (unsigned long long)clock64()};
-    }
+    if (threadIdx.x == 0)
+        g_trace.bwd_resident[blockIdx.x] = now();
 #endif
 }
 
