@@ -18,6 +18,10 @@
  * clusters. The chains track those clocks, so the forward takes RG = 8
  * wherever ceil(B / 8) clusters fit, the backward up to
  * HALF_BWD_MAX_BATCH (docs/perf-notes-v3.md, "8 rows a cluster").
+ * A backward block has twice NT threads: its first NT (the row group) run
+ * that layout, then both halves take gradient tiles side by side, so that
+ * each scheduler has two warps to issue from (docs/perf-notes-v3.md,
+ * "3.45").
  *
  * Exactness: each output is one thread's fmaf chain over its reduction
  * index, ascending, from the bias (forward) or 0 (hidden and weight
@@ -30,13 +34,13 @@
  * No atomics: blocks of a cluster talk through st.async into each other's
  * shared memory, completing on the receiver's mbarrier; blocks of the grid
  * through per-block flags in the workspace (st.release.gpu by the writer's
- * thread 0 after a block barrier, ld.acquire.gpu polls by the reader, then
- * a block barrier: the release/acquire pair and the barriers order every
- * thread's accesses, so no further fence is needed),
+ * first thread after its group's barrier, ld.acquire.gpu polls by the
+ * reader, then its group's barrier: the release/acquire pair and the
+ * barriers order every thread's accesses, so no further fence is needed),
  * each on its own 128-byte line. A flag is a count, not a bit: every block
  * of a backward's grid bumps each of its flags exactly once per call, so
  * all flags of the grid hold one count n when a launch starts; a block
- * reads n from its own flag first, and a waiter waits while a producer's
+ * reads n from its own dh1 flag first, and a waiter waits while a producer's
  * flag still reads n (sound across the 32-bit wrap). No memset precedes
  * the launch. The counts live in the workspace's state region, one set per
  * TM (each TM's grid is fixed), which nothing else writes and the adapter
@@ -83,6 +87,7 @@ using namespace v3sync;
 
 constexpr int CL = 8;      /* blocks per cluster */
 constexpr int NT = 128;    /* threads per block: 16 row groups x 8 column groups */
+constexpr int NB = 2 * NT; /* threads per backward block: two groups of NT (v3_backward_kernel) */
 constexpr int SW = 32;     /* hidden-layer columns per block */
 constexpr int MAX_W = 256; /* widest layer of the domain */
 constexpr int MAX_CLUSTERS = 16;
@@ -90,7 +95,7 @@ constexpr int MAX_BLOCKS = MAX_CLUSTERS * CL;
 constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
 constexpr int PAIR = 2 * CHUNK; /* samples per weight-gradient tile */
 constexpr int SLAB = 64;        /* samples per staged slab of a gradient tile */
-constexpr int STAGES = 4;       /* slabs in flight */
+constexpr int STAGES = 2;       /* slabs of a group's ring (docs/perf-notes-v3.md, "3.45") */
 constexpr int RUN = 16;         /* samples per unrolled run of a tile's FMAs */
 /* Per-block flags, three sets (dh2 done, dh1 done, tree nodes done), one
  * 128-byte line each, so that pollers of one flag do not queue on another's. */
@@ -108,8 +113,8 @@ static_assert(V3_MAX_BATCH <= MAX_CLUSTERS * 16 * 4, "TM = 4 covers the largest 
 
 /* The exchange mbarriers expect one arrival, the owner's expect_tx of the
  * st.async bytes of their first phase; mbar_wait0 waits for that phase.
- * Thread 0 initialises them in the prologue and arrives only after the
- * block's next __syncthreads: ptxas may issue the initialisation as a
+ * Thread 0 initialises them in the prologue and arrives only after its
+ * group's next barrier: ptxas may issue the initialisation as a
  * warp-uniform instruction (executed by the whole warp, as racecheck sees
  * it), so the barrier, not program order within thread 0, is what orders
  * it before the arrival. Peers' bytes may land before the arrival: the
@@ -129,14 +134,27 @@ __device__ __forceinline__ void wait_copies()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* Publishes "this block's writes so far are done" by bumping its flag
- * from the call's count n to n + 1: every thread's stores precede thread
- * 0's release through the block barrier (a release is cumulative over what
- * its thread has synchronised with). */
-__device__ __forceinline__ void publish(unsigned *flag, unsigned n)
+/* Threads of the backward's block that synchronise together: `size`
+ * threads on named barrier `bar` (0 with the whole block: its barrier), t
+ * the thread's index among them. The block is two groups of NT
+ * (v3_backward_kernel). */
+struct Group {
+    int bar, size, t;
+};
+
+__device__ __forceinline__ void group_sync(const Group &g)
 {
-    __syncthreads();
-    if (threadIdx.x == 0)
+    asm volatile("bar.sync %0, %1;" ::"r"(g.bar), "r"(g.size) : "memory");
+}
+
+/* Publishes "these threads' writes so far are done" by bumping a flag
+ * from the call's count n to n + 1: every thread's stores precede the
+ * first thread's release through the group's barrier (a release is
+ * cumulative over what its thread has synchronised with). */
+__device__ __forceinline__ void publish(unsigned *flag, unsigned n, const Group &g)
+{
+    group_sync(g);
+    if (g.t == 0)
         st_release(flag, n + 1u);
 }
 
@@ -147,16 +165,17 @@ __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block
 
 /* Waits until the flags of blocks [first, first + n) in `set` have all
  * moved on from the call's count `count`;
- * every thread may then read what those blocks published: each poller's
- * acquire reaches the other threads through the block barrier (reads of
- * it go through L2: cp.async.cg, ld.cg). Polls back off, so that waiting
- * blocks leave L2 to the producers. */
-__device__ __forceinline__ void await(unsigned *flags, int set, int first, int n, unsigned count)
+ * every thread of the group may then read what those blocks published:
+ * each poller's acquire reaches the others through the group's barrier
+ * (reads of it go through L2: cp.async.cg, ld.cg). Polls back off, so
+ * that waiting blocks leave L2 to the producers. */
+__device__ __forceinline__ void await(unsigned *flags, int set, int first, int n, unsigned count,
+                                      const Group &g)
 {
-    for (int j = threadIdx.x; j < n; j += NT)
+    for (int j = g.t; j < n; j += g.size)
         while (ld_acquire(flag_of(flags, set, first + j)) == count)
             __nanosleep(64);
-    __syncthreads();
+    group_sync(g);
 }
 
 /* -------------------------------------------------------------- trace -- */
@@ -178,14 +197,14 @@ __device__ __forceinline__ v3_stamp_t now()
 }
 #endif
 
-/* Thread 0 stamps the end of a phase of this block: slot of the forward's
- * (fwd) or the backward's row of the trace; the first slot also records
- * the block's SM. */
-__device__ __forceinline__ void stamp(bool fwd, int slot)
+/* Thread `lead` (0 unless a group's first thread) stamps the end of a
+ * phase of this block: slot of the forward's (fwd) or the backward's row
+ * of the trace; the first slot also records the block's SM. */
+__device__ __forceinline__ void stamp(bool fwd, int slot, int lead = 0)
 {
 #if AUXTRUNK_V3_TRACE
     static_assert(V3F_START == 0 && V3B_START == 0, "START is each kernel's first slot");
-    if (threadIdx.x == 0) {
+    if ((int)threadIdx.x == lead) {
         (fwd ? g_trace.fwd[blockIdx.x] : g_trace.bwd[blockIdx.x])[slot] = now();
         if (slot == 0) {
             unsigned sm;
@@ -194,7 +213,7 @@ __device__ __forceinline__ void stamp(bool fwd, int slot)
         }
     }
 #else
-    (void)fwd, (void)slot;
+    (void)fwd, (void)slot, (void)lead;
 #endif
 }
 
@@ -208,18 +227,20 @@ __device__ __forceinline__ void stamp_resident()
 #endif
 }
 
-/* Stamp `step` (0 begin, 1 flags awaited, 2 done) of the block's k-th
- * gradient item, whose kind is tag (trunk_v3_trace.h). */
-__device__ __forceinline__ void stamp_item(int k, int step, int tag)
+/* Stamp `step` (0 begin, 1 flags awaited, 2 done) of the k-th gradient
+ * item of the block's group g, whose kind is tag (trunk_v3_trace.h): its
+ * first thread stamps item V3_TRACE_GROUP_ITEMS g + k of the block. */
+__device__ __forceinline__ void stamp_item(int g, int k, int step, int tag)
 {
 #if AUXTRUNK_V3_TRACE
-    if (k < V3_TRACE_ITEMS) {
-        stamp(false, V3B_ITEM0 + 3 * k + step);
-        if (threadIdx.x == 0)
-            g_trace.item[blockIdx.x][k] = tag;
+    if (k < V3_TRACE_GROUP_ITEMS) {
+        const int slot = V3_TRACE_GROUP_ITEMS * g + k;
+        stamp(false, V3B_ITEM0 + 3 * slot + step, g * NT);
+        if ((int)threadIdx.x == g * NT)
+            g_trace.item[blockIdx.x][slot] = tag;
     }
 #else
-    (void)k, (void)step, (void)tag;
+    (void)g, (void)k, (void)step, (void)tag;
 #endif
 }
 
@@ -637,15 +658,18 @@ struct Bwd {
     int batch, enc, n1, n2, aux, accumulate;
 };
 
+/* Floats of one group's ring of gradient-tile slabs. */
+constexpr int RING = STAGES * SLAB * 2 * 32;
+
 /* Shared memory of the backward, in floats: the row-local stage (this
  * block's rows of W3 and W2, swizzled, from a 1 KiB boundary; dout rows,
- * dh2 rows, its own dh2 slice), then, reused, the gradient tiles' slabs;
- * 256 floats of room to align the start. */
+ * dh2 rows, its own dh2 slice), then, reused, the two groups' rings of
+ * gradient-tile slabs; 256 floats of room to align the start. */
 __host__ __device__ constexpr size_t bwd_floats(int rows, int n2, int aux)
 {
     return 256 + (size_t)imax(((aux + 31) / 32 + (n2 + 31) / 32) * SW * 32 + rows * (aux + 4) +
                                   rows * (n2 + 4) + rows * (SW + 4),
-                              STAGES * SLAB * 2 * 32);
+                              2 * RING);
 }
 
 /* One weight gradient dW [K, N] = Σ_b a[b, k] · g[b, n] and its bias
@@ -710,10 +734,10 @@ __device__ __forceinline__ void put1(const Bwd &f, int which, int pairs, int pai
 /* Slab s of a tile: samples [b0 + SLAB s, ...) of a's columns k0.. and g's
  * columns n0.. into buf [SLAB][32] x 2. */
 __device__ __forceinline__ void stage_slab(float *buf, const GradOf &G, int k0, int n0, int b,
-                                           int rows)
+                                           int rows, const Group &grp)
 {
     float *as = buf, *gs = buf + SLAB * 32;
-    for (int p = threadIdx.x; p < rows * 8; p += NT) {
+    for (int p = grp.t; p < rows * 8; p += NT) {
         const int r = p / 8, q = 4 * (p % 8);
         const bool oka = k0 + q < G.K, okg = n0 + q < G.N;
         copy16(as + r * 32 + q, oka ? G.a + (size_t)(b + r) * G.K + k0 + q : G.a, oka);
@@ -740,17 +764,17 @@ __device__ __forceinline__ void slab_fmas(float (&acc)[2][4], const float *as, c
     }
 }
 
-/* dW tile [k0, k0 + 32) x [n0, n0 + 32) over the pair's samples [b0, b1):
- * thread (tk, tn) = (t % 16, t / 16) keeps rows k0 + 2 tk + i (i < 2) and
- * columns n0 + 4 tn + j; a warp reads 16 distinct 8-byte pieces of the
- * activations (2 cycles) and 2 distinct 16-byte pieces of the gradient
- * (2 cycles) per sample. */
+/* dW tile [k0, k0 + 32) x [n0, n0 + 32) over the pair's samples [b0, b1),
+ * by a group of NT threads on its ring of slabs: thread (tk, tn) = (t %
+ * 16, t / 16) keeps rows k0 + 2 tk + i (i < 2) and columns n0 + 4 tn + j;
+ * a warp reads 16 distinct 8-byte pieces of the activations (2 cycles) and
+ * 2 distinct 16-byte pieces of the gradient (2 cycles) per sample. */
 __device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, int k0, int n0,
-                            float *smem)
+                            float *smem, const Group &grp)
 {
     const int b0 = pair * PAIR, b1 = min(f.batch, b0 + PAIR);
     const int slabs = (b1 - b0 + SLAB - 1) / SLAB;
-    const int tk = threadIdx.x % 16, tn = threadIdx.x / 16;
+    const int tk = grp.t % 16, tn = grp.t / 16;
     float acc[2][4], left[2][4];
 #pragma unroll
     for (int i = 0; i < 2; i++)
@@ -763,17 +787,17 @@ __device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, 
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < slabs)
             stage_slab(smem + s * SLAB * 64, G, k0, n0, b0 + s * SLAB,
-                       min(SLAB, b1 - b0 - s * SLAB));
+                       min(SLAB, b1 - b0 - s * SLAB), grp);
         commit();
     }
     for (int s = 0; s < slabs; s++) {
         const int ahead = s + STAGES - 1;
         if (ahead < slabs)
             stage_slab(smem + (ahead % STAGES) * SLAB * 64, G, k0, n0, b0 + ahead * SLAB,
-                       min(SLAB, b1 - b0 - ahead * SLAB));
+                       min(SLAB, b1 - b0 - ahead * SLAB), grp);
         commit();
         wait_copies<STAGES - 1>();
-        __syncthreads();
+        group_sync(grp);
         if (s == CHUNK / SLAB) { /* the right chunk of the pair starts */
 #pragma unroll
             for (int i = 0; i < 2; i++)
@@ -792,7 +816,7 @@ __device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, 
             slab_fmas<RUN>(acc, as + r * 32, gs + r * 32);
         for (; r < rows; r++)
             slab_fmas<1>(acc, as + r * 32, gs + r * 32);
-        __syncthreads(); /* slab s's buffer is staged again at s + STAGES */
+        group_sync(grp); /* slab s's buffer is staged again at s + STAGES */
     }
     const bool two = b1 - b0 > CHUNK;
     const int n = n0 + 4 * tn;
@@ -810,11 +834,13 @@ __device__ void weight_tile(const Bwd &f, const GradOf &G, int pairs, int pair, 
         }
 }
 
-/* Bias-gradient columns [n0, n0 + NT) over the pair: one column per thread,
- * chunk by chunk in sample order, loads batched ahead of the ordered adds. */
-__device__ void bias_tile(const Bwd &f, const GradOf &G, int pairs, int pair, int n0)
+/* Bias-gradient columns [n0, n0 + NT) over the pair: one column per thread
+ * of a group, chunk by chunk in sample order, loads batched ahead of the
+ * ordered adds. */
+__device__ void bias_tile(const Bwd &f, const GradOf &G, int pairs, int pair, int n0,
+                          const Group &grp)
 {
-    const int n = n0 + threadIdx.x;
+    const int n = n0 + grp.t;
     if (n >= G.N)
         return;
     const int b0 = pair * PAIR, b1 = min(f.batch, b0 + PAIR);
@@ -862,14 +888,16 @@ __device__ __forceinline__ void store_cols(float *g, int n, int row0, int rg, in
 
 /* Pushes the block's slice, columns [c0, c0 + SW) of n, of the R x n buffer
  * s [R][ld] into the same place of every block of the cluster (counted on
- * bar), from the FragRows outputs v of each thread. A thread's columns are
- * 8 apart, so they are first gathered in the block's own [R][SW + 4]
- * scratch and then pushed 16 bytes a piece, consecutive threads taking
- * consecutive pieces: 4-byte pushes of scattered words cost more
- * (docs/perf-notes-v3.md). Contains a block barrier. */
+ * bar), from the FragRows outputs v of each thread of the group grp (the
+ * block's first NT threads). A thread's columns are 8 apart, so they are
+ * first gathered in the block's own [R][SW + 4] scratch and then pushed 16
+ * bytes a piece, consecutive threads taking consecutive pieces: 4-byte
+ * pushes of scattered words cost more (docs/perf-notes-v3.md). Contains
+ * the group's barrier. */
 template <int TM, int TC, int RS, int CS>
 __device__ __forceinline__ void push_slice(float *s, int ld, int n, int c0, int rg, int cg,
-                                           const float (&v)[TM][TC], float *scratch, unsigned bar)
+                                           const float (&v)[TM][TC], float *scratch, unsigned bar,
+                                           const Group &grp)
 {
     constexpr int R = RS * TM, LS = SW + 4;
 #pragma unroll
@@ -877,9 +905,9 @@ __device__ __forceinline__ void push_slice(float *s, int ld, int n, int c0, int 
 #pragma unroll
         for (int j = 0; j < TC; j++)
             scratch[(rg + RS * i) * LS + cg + CS * j] = v[i][j];
-    __syncthreads();
+    group_sync(grp);
     const int w4 = max(0, min(SW, n - c0)) / 4, per = R * w4; /* pieces per receiver */
-    for (int p = threadIdx.x; p < per * CL; p += NT) {
+    for (int p = grp.t; p < per * CL; p += NT) {
         const int b = p / per, q = p - b * per, r = q / w4, c4 = q - r * w4;
         push16(peer(smem_u32(s + r * ld + c0 + 4 * c4), (unsigned)b),
                *reinterpret_cast<const float4 *>(scratch + r * LS + 4 * c4),
@@ -901,13 +929,17 @@ __device__ __forceinline__ void load_y(float (&y)[TM][TC], const float *g, int n
         }
 }
 
-/* RG row groups as in the forward: RG = 16, a thread's 4 columns (8
+/* A block of two groups of NT threads. The first (the row group, named
+ * barrier 1) runs the row-local dh2 and dh1 of a block holding rows; then
+ * both groups (barriers 1 and 2) take gradient items side by side, each on
+ * its own ring of slabs, so that every scheduler has two warps to issue
+ * from. RG row groups as in the forward: RG = 16, a thread's 4 columns (8
  * apart) in each of its TM rows; RG = 8 (TM = 1 only), 2 columns 16 apart
  * of its one row, two thirds of the shared-memory clocks a step for half
  * the rows. The gradient items do not depend on RG. */
 template <int TM, int RG>
 __global__ void __cluster_dims__(CL, 1, 1)
-    __launch_bounds__(NT, 1) v3_backward_kernel(const __grid_constant__ Bwd f)
+    __launch_bounds__(NB, 1) v3_backward_kernel(const __grid_constant__ Bwd f)
 {
     static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
     constexpr int R = RG * TM, CS = NT / RG, TC = SW / CS;
@@ -928,6 +960,10 @@ __global__ void __cluster_dims__(CL, 1, 1)
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bars[0]), bw3 = smem_u32(&bars[1]), bw2 = smem_u32(&bars[2]);
     const bool rows = row0 < f.batch; /* clusters past the batch only take gradient tiles */
+    /* The whole block; the row group; this thread's item group. */
+    const int group = (int)threadIdx.x / NT;
+    const Group block = {0, NB, (int)threadIdx.x}, rowg = {1, NT, (int)threadIdx.x},
+                grp = {1 + group, NT, (int)threadIdx.x & (NT - 1)};
     stamp_resident();
     /* Launched early behind the forward (launch_backward). Before the
      * kernels ahead have ended a block reads only the weights: the ABI has
@@ -947,13 +983,21 @@ __global__ void __cluster_dims__(CL, 1, 1)
             tma_load_2d(smem_u32(w3s + k * SW * 32), &f.mw3, 32 * k, c0, bw3);
     }
     grid_dependency_wait();
-    /* The call's count: this block's own flags are written only by this
-     * block, after a barrier that every thread reaches after this load. */
-    const unsigned count = __ldcg(flag_of(f.flags, DH2_DONE, blockIdx.x));
+    /* The call's count, which every flag of the block holds at the start:
+     * read from its dh1 flag, which only this block moves, after a block
+     * barrier that every thread reaches after this load (its dh2 flag moves
+     * after the row group's barrier alone, maybe before the other group has
+     * read it). */
+    const unsigned count = __ldcg(flag_of(f.flags, DH1_DONE, blockIdx.x));
     stamp(false, V3B_START);
 
-    /* --- dh2_pre, dh1_pre for the cluster's rows ------------------------ */
-    if (rows) {
+    /* --- dh2_pre, dh1_pre for the cluster's rows: the row group --------- */
+    if (rows && group == 1) {
+        /* The other group: the cluster barrier counts every thread of the
+         * cluster; then it waits at the dh1 flag's block barrier. */
+        cluster_arrive_relaxed();
+        cluster_wait();
+    } else if (rows) {
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
         commit();
         cluster_arrive_relaxed();
@@ -967,7 +1011,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
                 tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
         }
         wait_copies<0>();
-        __syncthreads();
+        group_sync(rowg);
         if (threadIdx.x == 0)
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
         mbar_wait_cta(bw3, 0);
@@ -983,9 +1027,9 @@ __global__ void __cluster_dims__(CL, 1, 1)
         cluster_wait(); /* every block's mbarrier is initialised */
         stamp(false, V3B_CLUSTER);
         store_cols<TM, TC, RG, CS>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
-        push_slice<TM, TC, RG, CS>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2);
+        push_slice<TM, TC, RG, CS>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2, rowg);
         stamp(false, V3B_PUT2);
-        publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count);
+        publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count, rowg);
         stamp(false, V3B_PUB2);
 
         mbar_wait_cta(bw2, 0);
@@ -1007,28 +1051,32 @@ __global__ void __cluster_dims__(CL, 1, 1)
         store_cols<TM, TC, RG, CS>(f.dh1, f.n1, row0, rg, c0, cg, f.batch, a);
         stamp(false, V3B_PUT1);
     } else {
-        publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count);
+        publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count, block);
     }
-    publish(flag_of(f.flags, DH1_DONE, blockIdx.x), count); /* also: shared memory is free again */
+    /* Also: shared memory is free again, and both groups go on. */
+    publish(flag_of(f.flags, DH1_DONE, blockIdx.x), count, block);
     stamp(false, V3B_PUB1);
 
     /* --- weight and bias gradients -------------------------------------- */
     /* Items are numbered gradient by gradient (dW3/db3, dW2/db2, dW1/db1),
-     * pair by pair, tiles before bias columns; the block at position `me`
-     * takes items me, me + grid, ... and visits only those: testing every
+     * pair by pair, tiles before bias columns; the group at position `me`
+     * takes items me, me + 2 grid, ... and visits only those: testing every
      * item of the list against its own number cost each block an integer
      * division per item, serially, around its own work
-     * (docs/perf-notes-v3.md). Positions count from the grid's last block:
-     * the clusters holding rows are the first ones and the last to be free,
-     * so the blocks that take one item more are blocks without rows where
-     * there are any. */
+     * (docs/perf-notes-v3.md). Positions count from the grid's last block,
+     * first groups first, then second groups: the clusters holding rows
+     * are the first ones and the last to be free, so the items spread over
+     * the blocks before a block's second group takes one, and the groups
+     * that take one item more are in blocks without rows where there are
+     * any. */
     const int pairs = (f.batch + PAIR - 1) / PAIR, grid = (int)gridDim.x;
-    const int me = grid - 1 - (int)blockIdx.x;
-    int waited = -1;         /* (gradient, pair) whose producers this block has awaited */
-    int mine = 0;            /* items this block has taken */
+    const int me = grid - 1 - (int)blockIdx.x + group * grid;
+    float *ring = smem + group * RING;
+    int waited = -1;         /* (gradient, pair) whose producers this group has awaited */
+    int mine = 0;            /* items this group has taken */
     int which = 0, base = 0; /* the gradient of the current item, its first item */
     Items T = items_of(f, 0, pairs);
-    for (int item = me;; item += grid) {
+    for (int item = me;; item += 2 * grid) {
         while (which < 3 && item >= base + T.count) {
             base += T.count;
             if (++which < 3)
@@ -1040,23 +1088,25 @@ __global__ void __cluster_dims__(CL, 1, 1)
         const int i = item - base, pair = i / T.per_pair, j = i - pair * T.per_pair;
         const int tiles = T.kt * T.nt;
         const int tag = 1 + 6 * pair + 2 * which + (j >= tiles);
-        stamp_item(mine, 0, tag);
+        stamp_item(group, mine, 0, tag);
         if (G.ready >= 0 && waited != which * 2 + pair) {
             /* The blocks of every cluster holding rows of this pair. */
             const int first = pair * PAIR / R, last = (min(f.batch, (pair + 1) * PAIR) - 1) / R;
-            await(f.flags, G.ready, first * CL, (last - first + 1) * CL, count);
+            await(f.flags, G.ready, first * CL, (last - first + 1) * CL, count, grp);
             waited = which * 2 + pair;
         }
-        stamp_item(mine, 1, tag);
+        stamp_item(group, mine, 1, tag);
         if (j < tiles)
-            weight_tile(f, G, pairs, pair, 32 * (j / T.nt), 32 * (j % T.nt), smem);
+            weight_tile(f, G, pairs, pair, 32 * (j / T.nt), 32 * (j % T.nt), ring, grp);
         else
-            bias_tile(f, G, pairs, pair, NT * (j - tiles));
-        stamp_item(mine++, 2, tag);
+            bias_tile(f, G, pairs, pair, NT * (j - tiles), grp);
+        stamp_item(group, mine++, 2, tag);
     }
     if (pairs == 1) {
         /* no tree level to wait for: the tree's flag moves on all the same,
-         * so that every flag holds the next call's count */
+         * so that every flag holds the next call's count; the block ends
+         * when both groups have */
+        group_sync(block);
         if (threadIdx.x == 0)
             flag_of(f.flags, NODES_DONE, blockIdx.x)[0] = count + 1u;
         stamp(false, V3B_END);
@@ -1064,13 +1114,13 @@ __global__ void __cluster_dims__(CL, 1, 1)
     }
 
     /* --- the last tree level: node 0 + node 1 ----------------------------- */
-    publish(flag_of(f.flags, NODES_DONE, blockIdx.x), count);
+    publish(flag_of(f.flags, NODES_DONE, blockIdx.x), count, block);
     stamp(false, V3B_NODES_PUB);
-    await(f.flags, NODES_DONE, 0, (int)gridDim.x, count);
+    await(f.flags, NODES_DONE, 0, (int)gridDim.x, count, block);
     stamp(false, V3B_NODES_WAIT);
     const int P = f.off[6];
-    for (int q = 4 * ((int)blockIdx.x * NT + (int)threadIdx.x); q < P;
-         q += 4 * NT * (int)gridDim.x) {
+    for (int q = 4 * ((int)blockIdx.x * NB + (int)threadIdx.x); q < P;
+         q += 4 * NB * (int)gridDim.x) {
         const float4 l = __ldcg(reinterpret_cast<const float4 *>(f.nodes + q));
         const float4 r = __ldcg(reinterpret_cast<const float4 *>(f.nodes + P + q));
         float4 v = make_float4(l.x + r.x, l.y + r.y, l.z + r.z, l.w + r.w);
@@ -1124,7 +1174,7 @@ static_assert(FWD_SMEM_MAX(64) <= 227 * 1024 && BWD_SMEM_MAX(64) <= 227 * 1024, 
 /* Raises k's shared-memory limit to sole(smem) and lowers *clusters to the
  * clusters of 8 that fit at once with that request (one block per SM). */
 template <typename K>
-cudaError_t fit(K *k, size_t smem, int *clusters)
+cudaError_t fit(K *k, size_t smem, int threads, int *clusters)
 {
     smem = sole(smem);
     cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
@@ -1133,7 +1183,7 @@ cudaError_t fit(K *k, size_t smem, int *clusters)
         return e;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(CL);
-    cfg.blockDim = dim3(NT);
+    cfg.blockDim = dim3((unsigned)threads);
     cfg.dynamicSmemBytes = smem;
     int n = 0;
     e = cudaOccupancyMaxActiveClusters(&n, k, &cfg);
@@ -1146,9 +1196,11 @@ template <int TM>
 cudaError_t prepare_tm(int slot)
 {
     cudaError_t e;
-    if ((e = fit(v3_forward_kernel<TM, 2, 16>, FWD_SMEM_MAX(16 * TM), &g_fwd_clusters[slot])) ||
-        (e = fit(v3_forward_kernel<TM, 4, 16>, FWD_SMEM_MAX(16 * TM), &g_fwd_clusters[slot])) ||
-        (e = fit(v3_backward_kernel<TM, 16>, BWD_SMEM_MAX(16 * TM), &g_bwd_clusters[slot])))
+    if ((e = fit(v3_forward_kernel<TM, 2, 16>, FWD_SMEM_MAX(16 * TM), NT,
+                 &g_fwd_clusters[slot])) ||
+        (e = fit(v3_forward_kernel<TM, 4, 16>, FWD_SMEM_MAX(16 * TM), NT,
+                 &g_fwd_clusters[slot])) ||
+        (e = fit(v3_backward_kernel<TM, 16>, BWD_SMEM_MAX(16 * TM), NB, &g_bwd_clusters[slot])))
         return e;
     return cudaSuccess;
 }
@@ -1159,9 +1211,9 @@ cudaError_t prepare_tm(int slot)
 cudaError_t prepare_half()
 {
     cudaError_t e;
-    if ((e = fit(v3_forward_kernel<1, 2, 8>, FWD_SMEM_MAX(8), &g_fwd_clusters[3])) ||
-        (e = fit(v3_forward_kernel<1, 4, 8>, FWD_SMEM_MAX(8), &g_fwd_clusters[3])) ||
-        (e = fit(v3_backward_kernel<1, 8>, BWD_SMEM_MAX(8), &g_bwd_clusters[0])))
+    if ((e = fit(v3_forward_kernel<1, 2, 8>, FWD_SMEM_MAX(8), NT, &g_fwd_clusters[3])) ||
+        (e = fit(v3_forward_kernel<1, 4, 8>, FWD_SMEM_MAX(8), NT, &g_fwd_clusters[3])) ||
+        (e = fit(v3_backward_kernel<1, 8>, BWD_SMEM_MAX(8), NB, &g_bwd_clusters[0])))
         return e;
     return cudaSuccess;
 }
@@ -1286,7 +1338,7 @@ cudaError_t launch_backward(const Bwd &f, int clusters, cudaStream_t s)
     backward_attrs(at);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(clusters * CL));
-    cfg.blockDim = dim3(NT);
+    cfg.blockDim = dim3(NB);
     cfg.dynamicSmemBytes = sole(bwd_floats(RG * TM, f.n2, f.aux) * 4);
     cfg.stream = s;
     cfg.attrs = at;

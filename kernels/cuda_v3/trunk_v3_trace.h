@@ -7,8 +7,9 @@
  * With the trace on, thread 0 of every block writes %globaltimer (ns, one
  * clock for the whole GPU) and clock64 (its SM's cycles) at the end of each
  * phase into a device buffer, overwritten by every launch; the gradient loop
- * of the backward records its first V3_TRACE_ITEMS items per block, and the
- * first stamp of each block the SM it runs on (%smid).
+ * of the backward records the first V3_TRACE_GROUP_ITEMS items of each of a
+ * block's two groups (stamped by the group's first thread), and the first
+ * stamp of each block the SM it runs on (%smid).
  */
 #ifndef AUXTRUNK_TRUNK_V3_TRACE_H
 #define AUXTRUNK_TRUNK_V3_TRACE_H
@@ -21,6 +22,7 @@ extern "C" {
 
 #define V3_TRACE_BLOCKS 128 /* the largest grid of either kernel */
 #define V3_TRACE_ITEMS 12   /* gradient items recorded per block */
+#define V3_TRACE_GROUP_ITEMS (V3_TRACE_ITEMS / 2) /* of each of its two groups */
 
 /* Forward slots: the end of each phase. */
 enum v3_fwd_slot {
@@ -65,8 +67,10 @@ typedef struct v3_stamp {
 typedef struct v3_trace {
     v3_stamp_t fwd[V3_TRACE_BLOCKS][V3F_SLOTS];
     v3_stamp_t bwd[V3_TRACE_BLOCKS][V3B_SLOTS];
-    /* Item k of block b: 1 + 6 pair + 2 which + bias (which 0: dW3/db3,
-     * 1: dW2/db2, 2: dW1/db1), 0 if the block ran fewer items. */
+    /* Item k of block b (k < V3_TRACE_GROUP_ITEMS: its first group's
+     * k-th item; then its second group's): 1 + 6 pair + 2 which + bias
+     * (which 0: dW3/db3, 1: dW2/db2, 2: dW1/db1), 0 if the group ran fewer
+     * items. */
     int item[V3_TRACE_BLOCKS][V3_TRACE_ITEMS];
     /* Each backward block's first instruction, before its grid dependency wait. */
     v3_stamp_t bwd_resident[V3_TRACE_BLOCKS];

@@ -342,12 +342,14 @@ static void digest(const v3_trace_t *t, int traced, int *nf, int *nb)
                      step == 0 ? "flag wait" : "work");
             sample_put(&s, name, 1);
         }
-    /* From the block's last item to its end (the tree's last level above 512). */
+    /* From the block's last item to finish (of either group) to its end
+     * (the tree's last level above 512). */
     sample_start(&s);
     for (int b = 0; b < V3_TRACE_BLOCKS; b++) {
         int last = -1;
         for (int k = 0; k < V3_TRACE_ITEMS; k++)
-            if (t->item[b][k])
+            if (t->item[b][k] && (last < 0 || t->bwd[b][V3B_ITEM0 + 3 * k + 2].ns >
+                                                  t->bwd[b][V3B_ITEM0 + 3 * last + 2].ns))
                 last = k;
         const int from = last < 0 ? V3B_PUB1 : V3B_ITEM0 + 3 * last + 2;
         const double c = cycles(t->bwd[b], from, V3B_END);
