@@ -656,6 +656,7 @@ struct Bwd {
     float *grad[6];           /* dW1 db1 dW2 db2 dW3 db3 */
     int off[7];               /* their offsets in the flat layout; off[6] = P */
     int batch, enc, n1, n2, aux, accumulate;
+    int slots; /* blocks of this TM's whole grid, whose flags all move each call */
 };
 
 /* Floats of one group's ring of gradient-tile slabs. */
@@ -696,11 +697,17 @@ struct Items {
     int kt, nt, per_pair, count; /* count: items over all pairs */
 };
 
+/* Items of one gradient [K, N] per pair. */
+__host__ __device__ constexpr int items_per_pair(int K, int N)
+{
+    return ((K + 31) / 32) * ((N + 31) / 32) + (N + NT - 1) / NT;
+}
+
 __device__ __forceinline__ Items items_of(const Bwd &f, int which, int pairs)
 {
     const GradOf G = grad_of(f, which);
-    const int kt = (G.K + 31) / 32, nt = (G.N + 31) / 32, bt = (G.N + NT - 1) / NT;
-    return {G, kt, nt, kt * nt + bt, pairs * (kt * nt + bt)};
+    const int kt = (G.K + 31) / 32, nt = (G.N + 31) / 32, per = items_per_pair(G.K, G.N);
+    return {G, kt, nt, per, pairs * per};
 }
 
 /* Where a finished tile value goes: the gradient itself (one pair; with
@@ -729,6 +736,22 @@ __device__ __forceinline__ void put1(const Bwd &f, int which, int pairs, int pai
     } else {
         f.nodes[(size_t)pair * f.off[6] + f.off[which] + index] = v;
     }
+}
+
+/* A launch on fewer blocks than its TM's whole grid (beside the forward,
+ * bwd_clusters) moves the flags of the blocks it does not run, as they
+ * would have: block b those of slots b + grid, b + 2 grid, ... below
+ * f.slots. Every flag of the set then holds one count when a launch
+ * starts, whatever grid the launches before ran; no block of this launch
+ * reads them. */
+__device__ __forceinline__ void bump_absent(const Bwd &f, unsigned count)
+{
+    if (threadIdx.x == 0)
+        for (int s = (int)(blockIdx.x + gridDim.x); s < f.slots; s += (int)gridDim.x) {
+            flag_of(f.flags, DH2_DONE, s)[0] = count + 1u;
+            flag_of(f.flags, DH1_DONE, s)[0] = count + 1u;
+            flag_of(f.flags, NODES_DONE, s)[0] = count + 1u;
+        }
 }
 
 /* Slab s of a tile: samples [b0 + SLAB s, ...) of a's columns k0.. and g's
@@ -1102,6 +1125,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
             bias_tile(f, G, pairs, pair, NT * (j - tiles), grp);
         stamp_item(group, mine++, 2, tag);
     }
+    bump_absent(f, count);
     if (pairs == 1) {
         /* no tree level to wait for: the tree's flag moves on all the same,
          * so that every flag holds the next call's count; the block ends
@@ -1264,6 +1288,23 @@ Plan bwd_plan_of(int batch)
     if (p.tm == 1 && batch <= HALF_BWD_MAX_BATCH && (batch + 7) / 8 <= p.clusters)
         p.rg = 8;
     return p;
+}
+
+/* The backward's clusters: at 8 row groups, the clusters of its whole
+ * grid that the forward's leave free, where they hold its row clusters
+ * and their groups can take every gradient item at once, so that its
+ * blocks are placed while the forward runs (a cooperative grid is placed
+ * only where all of it fits; docs/perf-notes-v3.md, "The backward beside
+ * the forward" and "3.46"); else the whole grid. */
+int bwd_clusters(const Plan &p, atk_dims_t d, int batch)
+{
+    if (p.rg != 8)
+        return p.clusters;
+    const int beside = p.clusters - fwd_plan_of(batch).clusters, need = (batch + 7) / 8;
+    const int pairs = (batch + PAIR - 1) / PAIR;
+    const int items = pairs * (items_per_pair(d.h2, d.aux) + items_per_pair(d.h1, d.h2) +
+                               items_per_pair(d.enc, d.h1));
+    return beside >= need && 2 * CL * beside >= items ? beside : p.clusters;
 }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1488,7 +1529,8 @@ extern "C" cudaError_t v3_fused_backward(atk_dims_t d, const atk_params_t *p, co
         f.off[i] = (int)gl.off[i];
     f.batch = batch, f.enc = d.enc, f.n1 = d.h1, f.n2 = d.h2, f.aux = d.aux;
     f.accumulate = accumulate;
-    return plan.rg == 8     ? launch_backward<1, 8>(f, plan.clusters, stream)
+    f.slots = plan.clusters * CL;
+    return plan.rg == 8     ? launch_backward<1, 8>(f, bwd_clusters(plan, d, batch), stream)
            : plan.tm == 1 ? launch_backward<1, 16>(f, plan.clusters, stream)
            : plan.tm == 2 ? launch_backward<2, 16>(f, plan.clusters, stream)
                           : launch_backward<4, 16>(f, plan.clusters, stream);
