@@ -37,9 +37,10 @@
  * first thread after its group's barrier, ld.acquire.gpu polls by the
  * reader, then its group's barrier: the release/acquire pair and the
  * barriers order every thread's accesses, so no further fence is needed),
- * each on its own 128-byte line. A flag is a count, not a bit: every block
- * of a backward's grid bumps each of its flags exactly once per call, so
- * all flags of the grid hold one count n when a launch starts; a block
+ * each on its own 128-byte line. A flag is a count, not a bit: each flag
+ * of a TM's whole grid moves exactly once per call (by its block, or, in
+ * a launch on fewer blocks, by one that runs: bump_absent), so all flags
+ * of the grid hold one count n when a launch starts; a block
  * reads n from its own dh1 flag first, and a waiter waits while a producer's
  * flag still reads n (sound across the 32-bit wrap). No memset precedes
  * the launch. The counts live in the workspace's state region, one set per
