@@ -40,11 +40,11 @@
  * each on its own 128-byte line. A flag is a count, not a bit: each flag
  * of a TM's whole grid moves exactly once per call (by its block, or, in
  * a launch on fewer blocks, by one that runs: bump_absent), so all flags
- * of the grid hold one count n when a launch starts; a block
- * reads n from its own dh1 flag first, and a waiter waits while a producer's
+ * of the grid hold one count n when a launch starts; a block reads n
+ * from its own dh1 flag first, and a waiter waits while a producer's
  * flag still reads n (sound across the 32-bit wrap). No memset precedes
  * the launch. The counts live in the workspace's state region, one set per
- * TM (each TM's grid is fixed), which nothing else writes and the adapter
+ * TM (each TM's whole grid is fixed), which nothing else writes and the adapter
  * zeroes once at init (trunk_v3.h, "Workspace"). The backward is a
  * cooperative launch, so every block is resident while others poll. It is
  * also a programmatic dependent launch where the device takes both
