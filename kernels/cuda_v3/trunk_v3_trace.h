@@ -20,8 +20,8 @@
 extern "C" {
 #endif
 
-#define V3_TRACE_BLOCKS 128 /* the largest grid of either kernel */
-#define V3_TRACE_ITEMS 12   /* gradient items recorded per block */
+#define V3_TRACE_BLOCKS 128                       /* the largest grid of either kernel */
+#define V3_TRACE_ITEMS 12                         /* gradient items recorded per block */
 #define V3_TRACE_GROUP_ITEMS (V3_TRACE_ITEMS / 2) /* of each of its two groups */
 
 /* Forward slots: the end of each phase. */
