@@ -559,6 +559,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         mbar_expect_tx(bw2, (unsigned)(f.n1 * SW * 4));
         tma_load_2d(smem_u32(w2s), &f.mw2, (int)rank * SW, 0, bw2);
     }
+    stamp(true, V3F_ISSUED);
     stage_rows(xs, ldx, f.x, f.enc, row0, R, f.batch);
     commit();
     cluster_arrive_relaxed();
@@ -585,6 +586,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     /* Layer 1. */
     wait_copies<0>(); /* x */
     __syncthreads();
+    stamp(true, V3F_XROWS);
     mbar_wait_cta(bw1, 0);
     if (threadIdx.x == 0) {
         mbar_expect_tx(bar1, (unsigned)(R * f.n1 * 4));

@@ -27,7 +27,9 @@ extern "C" {
 /* Forward slots: the end of each phase. */
 enum v3_fwd_slot {
     V3F_START,   /* first instruction */
-    V3F_STAGED,  /* x rows landed (cp.async, block barrier), W1 slice (bulk tensor copy) */
+    V3F_ISSUED,  /* mbarriers initialised, W1 and W2 slices' copies issued (thread 0) */
+    V3F_XROWS,   /* x rows landed (cp.async, block barrier) */
+    V3F_STAGED,  /* W1 slice landed (bulk tensor copy) */
     V3F_L1,      /* layer-1 chain and ELU (thread 0's warp) */
     V3F_CLUSTER, /* cluster barrier: every peer's mbarrier initialised */
     V3F_PUSH1,   /* h1 slice pushed to the 8 blocks, stored to global */

@@ -179,7 +179,9 @@ static double cycles(const v3_stamp_t *row, int a, int b)
 }
 
 static const char *const FWD_PHASE[V3F_SLOTS] = {"",
-                                                 "staging: x rows, W1 slice",
+                                                 "staging: copies issued",
+                                                 "staging: x rows landed",
+                                                 "staging: W1 slice landed",
                                                  "layer 1 chain",
                                                  "cluster barrier",
                                                  "h1 push + store",
