@@ -28,17 +28,20 @@
  *             into all eight blocks by st.async, completing on the
  *             receiver's mbarrier (no cluster barrier per layer).
  *   backward: one cooperative cluster launch on every cluster that fits
- *             (and nothing before it), a programmatic dependent launch
- *             where the device takes both (its blocks may be placed while
- *             the kernel ahead ends, and read nothing but their rows of W3
- *             before they wait for it; the forward lets them in at its
- *             start): dh2_pre and dh1_pre
+ *             (at 8 rows a cluster and B <= 32 at the production widths,
+ *             on the clusters the forward leaves free, so that it is
+ *             placed while the forward runs), and nothing before it, a
+ *             programmatic dependent launch where the device takes both
+ *             (its blocks may be placed while the kernel ahead ends, and
+ *             read nothing but their rows of W3 before they wait for it;
+ *             the forward lets them in at its start). Blocks of two groups
+ *             of 128 threads: the first computes dh2_pre and dh1_pre
  *             row-local in the clusters that hold rows (dh2_pre pushed to
- *             the cluster), written to the workspace; then every block takes
- *             weight- and bias-gradient tiles (dW3, db3 first: they need
- *             nothing from this launch; dW2/db2 and dW1/db1 wait on
- *             per-block counting flags, release store / acquire poll);
- *             each tile
+ *             the cluster), written to the workspace; then both groups of
+ *             every block take weight- and bias-gradient tiles side by
+ *             side (dW3, db3 first: they need nothing from this launch;
+ *             dW2/db2 and dW1/db1 wait on per-block counting flags,
+ *             release store / acquire poll); each tile
  *             covers one pair of 256-sample chunks and adds the pair (the
  *             canonical tree's first level); for more than one pair
  *             (B > 512) a flag grid barrier, then the last tree level.
