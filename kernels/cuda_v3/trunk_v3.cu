@@ -86,11 +86,12 @@ namespace {
 
 using namespace v3sync;
 
-constexpr int CL = 8;      /* blocks per cluster */
-constexpr int NT = 128;    /* threads per block: 16 row groups x 8 column groups */
-constexpr int NB = 2 * NT; /* threads per backward block: two groups of NT (v3_backward_kernel) */
-constexpr int SW = 32;     /* hidden-layer columns per block */
-constexpr int MAX_W = 256; /* widest layer of the domain */
+constexpr int CL = 8;           /* blocks per cluster */
+constexpr int NT = 128;         /* threads per block: 16 row groups x 8 column groups */
+constexpr int GROUPS = 2;       /* groups of NT threads in a backward block (v3_backward_kernel) */
+constexpr int NB = GROUPS * NT; /* threads per backward block */
+constexpr int SW = 32;          /* hidden-layer columns per block */
+constexpr int MAX_W = 256;      /* widest layer of the domain */
 constexpr int MAX_CLUSTERS = 16;
 constexpr int MAX_BLOCKS = MAX_CLUSTERS * CL;
 constexpr int CHUNK = AUXTRUNK_CANON_CHUNK;
@@ -673,7 +674,7 @@ __host__ __device__ constexpr size_t bwd_floats(int rows, int n2, int aux)
 {
     return 256 + (size_t)imax(((aux + 31) / 32 + (n2 + 31) / 32) * SW * 32 + rows * (aux + 4) +
                                   rows * (n2 + 4) + rows * (SW + 4),
-                              2 * RING);
+                              GROUPS * RING);
 }
 
 /* One weight gradient dW [K, N] = Σ_b a[b, k] · g[b, n] and its bias
@@ -1102,7 +1103,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     int mine = 0;            /* items this group has taken */
     int which = 0, base = 0; /* the gradient of the current item, its first item */
     Items T = items_of(f, 0, pairs);
-    for (int item = me;; item += 2 * grid) {
+    for (int item = me;; item += GROUPS * grid) {
         while (which < 3 && item >= base + T.count) {
             base += T.count;
             if (++which < 3)
@@ -1307,7 +1308,7 @@ int bwd_clusters(const Plan &p, atk_dims_t d, int batch)
     const int pairs = (batch + PAIR - 1) / PAIR;
     const int items = pairs * (items_per_pair(d.h2, d.aux) + items_per_pair(d.h1, d.h2) +
                                items_per_pair(d.enc, d.h1));
-    return beside >= need && 2 * CL * beside >= items ? beside : p.clusters;
+    return beside >= need && GROUPS * CL * beside >= items ? beside : p.clusters;
 }
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
