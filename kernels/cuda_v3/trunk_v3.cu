@@ -554,11 +554,12 @@ __global__ void __cluster_dims__(CL, 1, 1)
         mbar_init(bw3, 1);
         fence_proxy_async(); /* the copies' mbarriers are initialised */
         /* Each slice is one box: one instruction, where cp.async took
-         * 64 copies a thread. */
+         * 64 copies a thread. W2's is asked for once W1's has landed:
+         * the bytes in flight into an SM share its bandwidth from L2, and
+         * layer 1 needs only x and W1 (docs/perf-notes-v3.md, "W2's slice
+         * after W1's"). */
         mbar_expect_tx(bw1, (unsigned)(f.enc * SW * 4));
         tma_load_2d(smem_u32(w1s), &f.mw1, (int)rank * SW, 0, bw1);
-        mbar_expect_tx(bw2, (unsigned)(f.n1 * SW * 4));
-        tma_load_2d(smem_u32(w2s), &f.mw2, (int)rank * SW, 0, bw2);
     }
     stamp(true, V3F_ISSUED);
     stage_rows(xs, ldx, f.x, f.enc, row0, R, f.batch);
@@ -590,6 +591,8 @@ __global__ void __cluster_dims__(CL, 1, 1)
     stamp(true, V3F_XROWS);
     mbar_wait_cta(bw1, 0);
     if (threadIdx.x == 0) {
+        mbar_expect_tx(bw2, (unsigned)(f.n1 * SW * 4));
+        tma_load_2d(smem_u32(w2s), &f.mw2, (int)rank * SW, 0, bw2);
         mbar_expect_tx(bar1, (unsigned)(R * f.n1 * 4));
         mbar_expect_tx(bar2, (unsigned)(R * f.n2 * 4));
     }
