@@ -1001,8 +1001,9 @@ __global__ void __cluster_dims__(CL, 1, 1)
      * were complete before the forward (an ordinary launch) began, so
      * before any block of this launch was placed. The block's rows of W3
      * (one box per 32 steps) then land while it waits; its rows of W2,
-     * needed only after dh2, are asked for after the rows dh2 needs, so
-     * that they do not queue ahead of them into the SM. */
+     * needed only after dh2, are asked for once the rows dh2 needs have
+     * landed: the bytes in flight into an SM share its bandwidth from L2
+     * (docs/perf-notes-v3.md, "W2's slice after W1's"). */
     if (rows && threadIdx.x == 0) {
         mbar_init(b2, 1);
         mbar_init(bw3, 1);
@@ -1035,15 +1036,14 @@ __global__ void __cluster_dims__(CL, 1, 1)
         float y2[TM][TC], y1[TM][TC], a[TM][TC] = {};
         load_y<TM, TC, RG, CS>(y2, f.h2, f.n2, row0, rg, c0, cg, f.batch);
         load_y<TM, TC, RG, CS>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
+        wait_copies<0>();
+        group_sync(rowg);
         if (threadIdx.x == 0) {
             mbar_expect_tx(bw2, (unsigned)(k2 * SW * 32 * 4));
             for (int k = 0; k < k2; k++)
                 tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
-        }
-        wait_copies<0>();
-        group_sync(rowg);
-        if (threadIdx.x == 0)
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
+        }
         mbar_wait_cta(bw3, 0);
         stamp(false, V3B_STAGED);
         chain(a, ds + rg * ldd, ldd, w3s + cg * 32, SW * 32, f.aux,
