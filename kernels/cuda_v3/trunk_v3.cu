@@ -90,6 +90,7 @@ constexpr int CL = 8;           /* blocks per cluster */
 constexpr int NT = 128;         /* threads per block: 16 row groups x 8 column groups */
 constexpr int GROUPS = 2;       /* groups of NT threads in a backward block (v3_backward_kernel) */
 constexpr int NB = GROUPS * NT; /* threads per backward block */
+constexpr int HAND_BAR = 3;     /* the backward's dh2 hand-over (row group -> other group) */
 constexpr int SW = 32;          /* hidden-layer columns per block */
 constexpr int MAX_W = 256;      /* widest layer of the domain */
 constexpr int MAX_CLUSTERS = 16;
@@ -158,6 +159,15 @@ __device__ __forceinline__ void publish(unsigned *flag, unsigned n, const Group 
     group_sync(g);
     if (g.t == 0)
         st_release(flag, n + 1u);
+}
+
+/* Arrives at g's barrier without waiting: a thread of g that waits there
+ * (group_sync) sees what the arriving threads wrote before, and a release
+ * by it covers those writes (a bar.arrive synchronizes with the bar.sync of
+ * the same barrier). */
+__device__ __forceinline__ void group_arrive(const Group &g)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(g.bar), "r"(g.size) : "memory");
 }
 
 __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block)
@@ -994,6 +1004,9 @@ __global__ void __cluster_dims__(CL, 1, 1)
     const int group = (int)threadIdx.x / NT;
     const Group block = {0, NB, (int)threadIdx.x}, rowg = {1, NT, (int)threadIdx.x},
                 grp = {1 + group, NT, (int)threadIdx.x & (NT - 1)};
+    /* dh2's hand-over: the row group arrives, the other group's first warp
+     * waits, and its first thread publishes. */
+    const Group hand = {HAND_BAR, NT + 32, (int)threadIdx.x - NT};
     stamp_resident();
     /* Launched early behind the forward (launch_backward). Before the
      * kernels ahead have ended a block reads only the weights: the ABI has
@@ -1025,9 +1038,15 @@ __global__ void __cluster_dims__(CL, 1, 1)
     /* --- dh2_pre, dh1_pre for the cluster's rows: the row group --------- */
     if (rows && group == 1) {
         /* The other group: the cluster barrier counts every thread of the
-         * cluster; then it waits at the dh1 flag's block barrier. */
+         * cluster; its first warp then publishes dh2 for the row group, whose
+         * threads only arrive at HAND_BAR, so that none of them waits for
+         * the release's fence before its dh1 chain (docs/perf-notes-v3.md,
+         * "dh2's flag released by the other group"); then the group waits
+         * at the dh1 flag's block barrier. */
         cluster_arrive_relaxed();
         cluster_wait();
+        if (hand.t < 32)
+            publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count, hand);
     } else if (rows) {
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
         commit();
@@ -1059,7 +1078,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         store_cols<TM, TC, RG, CS>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
         push_slice<TM, TC, RG, CS>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2, rowg);
         stamp(false, V3B_PUT2);
-        publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count, rowg);
+        group_arrive(hand);
         stamp(false, V3B_PUB2);
 
         mbar_wait_cta(bw2, 0);
