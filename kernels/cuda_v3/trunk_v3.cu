@@ -34,9 +34,12 @@
  * No atomics: blocks of a cluster talk through st.async into each other's
  * shared memory, completing on the receiver's mbarrier; blocks of the grid
  * through per-block flags in the workspace (st.release.gpu by the writer's
- * first thread after its group's barrier, ld.acquire.gpu polls by the
- * reader, then its group's barrier: the release/acquire pair and the
- * barriers order every thread's accesses, so no further fence is needed),
+ * first thread after its group's barrier; for the row blocks' dh2, by the
+ * other group's first thread after a barrier at which the row group only
+ * arrives, so that no row thread waits for the release's fence;
+ * ld.acquire.gpu polls by the reader, then its group's barrier: the
+ * release/acquire pair and the barriers order every thread's accesses, so
+ * no further fence is needed),
  * each on its own 128-byte line. A flag is a count, not a bit: each flag
  * of a TM's whole grid moves exactly once per call (by its block, or, in
  * a launch on fewer blocks, by one that runs: bump_absent), so all flags
@@ -63,6 +66,10 @@
  * weight rows come in the 128-byte swizzle instead of padding (FragRows).
  * Moving the weights from cp.async to boxes took 0.6 and 0.9 µs off the
  * two kernels' staging at B = 32 (docs/perf-notes-v3.md, 3.40 and 3.41).
+ * Bytes in flight into an SM share its bandwidth from L2, so W2's slice
+ * (forward) and W2's rows (backward) are asked for only once what the
+ * first phase waits for has landed (x and W1; dout's rows), and land
+ * during that phase (docs/perf-notes-v3.md, 3.49).
  *
  * One block per SM: every launch of either kernel asks for more than half
  * of an SM's shared memory (`sole`), padding where its layout needs less,
