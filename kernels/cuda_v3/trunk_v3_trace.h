@@ -50,7 +50,7 @@ enum v3_bwd_slot {
     V3B_DH2,     /* dh2_pre chain and ELU gradient */
     V3B_CLUSTER, /* cluster barrier */
     V3B_PUT2,    /* dh2_pre pushed to the cluster and stored */
-    V3B_PUB2,    /* dh2 flag published (barrier, release) */
+    V3B_PUB2,    /* dh2 handed on: the row group arrives, the other group releases */
     V3B_X,       /* W2 rows (bulk copies) landed, dh2_pre exchange complete */
     V3B_DH1,     /* dh1_pre chain and ELU gradient */
     V3B_PUT1,    /* dh1_pre stored */
