@@ -35,8 +35,8 @@
  * shared memory, completing on the receiver's mbarrier; blocks of the grid
  * through per-block flags in the workspace (st.release.gpu by the writer's
  * first thread after its group's barrier; for the row blocks' dh2, by the
- * other group's first thread after a barrier at which the row group only
- * arrives, so that no row thread waits for the release's fence;
+ * other group's first thread once every row thread has arrived at an
+ * mbarrier, so that no row thread waits for the release's fence;
  * ld.acquire.gpu polls by the reader, then its group's barrier: the
  * release/acquire pair and the barriers order every thread's accesses, so
  * no further fence is needed),
@@ -97,7 +97,6 @@ constexpr int CL = 8;           /* blocks per cluster */
 constexpr int NT = 128;         /* threads per block: 16 row groups x 8 column groups */
 constexpr int GROUPS = 2;       /* groups of NT threads in a backward block (v3_backward_kernel) */
 constexpr int NB = GROUPS * NT; /* threads per backward block */
-constexpr int HAND_BAR = 3;     /* the backward's dh2 hand-over (row group -> other group) */
 constexpr int SW = 32;          /* hidden-layer columns per block */
 constexpr int MAX_W = 256;      /* widest layer of the domain */
 constexpr int MAX_CLUSTERS = 16;
@@ -166,15 +165,6 @@ __device__ __forceinline__ void publish(unsigned *flag, unsigned n, const Group 
     group_sync(g);
     if (g.t == 0)
         st_release(flag, n + 1u);
-}
-
-/* Arrives at g's barrier without waiting: a thread of g that waits there
- * (group_sync) sees what the arriving threads wrote before, and a release
- * by it covers those writes (a bar.arrive synchronizes with the bar.sync of
- * the same barrier). */
-__device__ __forceinline__ void group_arrive(const Group &g)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(g.bar), "r"(g.size) : "memory");
 }
 
 __device__ __forceinline__ unsigned *flag_of(unsigned *flags, int set, int block)
@@ -991,7 +981,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     static_assert(RG == 16 || (RG == 8 && TM == 1), "16 row groups, or 8 with one row a thread");
     constexpr int R = RG * TM, CS = NT / RG, TC = SW / CS;
     extern __shared__ __align__(1024) float smem[]; /* as the forward declares it */
-    __shared__ __align__(8) unsigned long long bars[3];
+    __shared__ __align__(8) unsigned long long bars[4];
     const int ldd = f.aux + 4, ld2 = f.n2 + 4;
     const int k3 = (f.aux + 31) / 32, k2 = (f.n2 + 31) / 32; /* 32-step blocks of W3, W2 rows */
     /* The swizzle follows address bits, so its parts start on a 1 KiB line. */
@@ -1006,14 +996,14 @@ __global__ void __cluster_dims__(CL, 1, 1)
     const int rg = threadIdx.x % RG, cg = threadIdx.x / RG; /* a warp: RG rows x 32 / RG groups */
     const int c0 = (int)rank * SW; /* slice start in H2 (dh2_pre), then in H1 (dh1_pre) */
     const unsigned b2 = smem_u32(&bars[0]), bw3 = smem_u32(&bars[1]), bw2 = smem_u32(&bars[2]);
+    /* dh2's hand-over: every row thread arrives, the other group's first
+     * thread waits and publishes. */
+    const unsigned hand = smem_u32(&bars[3]);
     const bool rows = row0 < f.batch; /* clusters past the batch only take gradient tiles */
     /* The whole block; the row group; this thread's item group. */
     const int group = (int)threadIdx.x / NT;
     const Group block = {0, NB, (int)threadIdx.x}, rowg = {1, NT, (int)threadIdx.x},
                 grp = {1 + group, NT, (int)threadIdx.x & (NT - 1)};
-    /* dh2's hand-over: the row group arrives, the other group's first warp
-     * waits, and its first thread publishes. */
-    const Group hand = {HAND_BAR, NT + 32, (int)threadIdx.x - NT};
     stamp_resident();
     /* Launched early behind the forward (launch_backward). Before the
      * kernels ahead have ended a block reads only the weights: the ABI has
@@ -1028,6 +1018,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         mbar_init(b2, 1);
         mbar_init(bw3, 1);
         mbar_init(bw2, 1);
+        mbar_init(hand, NT);
         fence_proxy_async(); /* the copies' mbarriers are initialised */
         mbar_expect_tx(bw3, (unsigned)(k3 * SW * 32 * 4));
         for (int k = 0; k < k3; k++)
@@ -1045,15 +1036,19 @@ __global__ void __cluster_dims__(CL, 1, 1)
     /* --- dh2_pre, dh1_pre for the cluster's rows: the row group --------- */
     if (rows && group == 1) {
         /* The other group: the cluster barrier counts every thread of the
-         * cluster; its first warp then publishes dh2 for the row group, whose
-         * threads only arrive at HAND_BAR, so that none of them waits for
-         * the release's fence before its dh1 chain (docs/perf-notes-v3.md,
-         * "dh2's flag released by the other group"); then the group waits
-         * at the dh1 flag's block barrier. */
+         * cluster (and orders thread 0's initialisation of `hand` before
+         * the wait); its first thread then publishes dh2 for the row group,
+         * whose threads only arrive at `hand` (a release; the wait is an
+         * acquire), so that none of them waits for the release's fence
+         * before its dh1 chain (docs/perf-notes-v3.md, "dh2's flag released
+         * by the other group"); then the group waits at the dh1 flag's
+         * block barrier. */
         cluster_arrive_relaxed();
         cluster_wait();
-        if (hand.t < 32)
-            publish(flag_of(f.flags, DH2_DONE, blockIdx.x), count, hand);
+        if (threadIdx.x == NT) {
+            mbar_wait_cta(hand, 0);
+            st_release(flag_of(f.flags, DH2_DONE, blockIdx.x), count + 1u);
+        }
     } else if (rows) {
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
         commit();
@@ -1085,7 +1080,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         store_cols<TM, TC, RG, CS>(f.dh2, f.n2, row0, rg, c0, cg, f.batch, a);
         push_slice<TM, TC, RG, CS>(d2s, ld2, f.n2, c0, rg, cg, a, own, b2, rowg);
         stamp(false, V3B_PUT2);
-        group_arrive(hand);
+        mbar_arrive(hand); /* after the row group's barrier in push_slice */
         stamp(false, V3B_PUB2);
 
         mbar_wait_cta(bw2, 0);

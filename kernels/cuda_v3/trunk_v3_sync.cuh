@@ -92,6 +92,14 @@ __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
                  : "memory");
 }
 
+/* One arrival, a release at block scope: a thread that sees the phase
+ * complete (mbar_wait_cta, an acquire) sees what the arriving thread wrote
+ * before. */
+__device__ __forceinline__ void mbar_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
 /* Waits until the phase of the given parity of a local mbarrier completes;
  * data pushed into this block for it is then visible. */
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
