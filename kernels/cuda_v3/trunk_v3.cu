@@ -1052,6 +1052,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
     } else if (rows) {
         stage_rows(ds, ldd, f.dout, f.aux, row0, R, f.batch);
         commit();
+        stamp(false, V3B_ISSUED);
         cluster_arrive_relaxed();
 
         float y2[TM][TC], y1[TM][TC], a[TM][TC] = {};
@@ -1059,6 +1060,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         load_y<TM, TC, RG, CS>(y1, f.h1, f.n1, row0, rg, c0, cg, f.batch);
         wait_copies<0>();
         group_sync(rowg);
+        stamp(false, V3B_DOUT);
         if (threadIdx.x == 0) {
             mbar_expect_tx(bw2, (unsigned)(k2 * SW * 32 * 4));
             for (int k = 0; k < k2; k++)

@@ -27,7 +27,7 @@ extern "C" {
 /* Forward slots: the end of each phase. */
 enum v3_fwd_slot {
     V3F_START,   /* first instruction */
-    V3F_ISSUED,  /* mbarriers initialised, W1 and W2 slices' copies issued (thread 0) */
+    V3F_ISSUED,  /* mbarriers initialised, W1 slice's copy issued (thread 0) */
     V3F_XROWS,   /* x rows landed (cp.async, block barrier) */
     V3F_STAGED,  /* W1 slice landed (bulk tensor copy) */
     V3F_L1,      /* layer-1 chain and ELU (thread 0's warp) */
@@ -46,7 +46,9 @@ enum v3_fwd_slot {
 /* Backward slots. Blocks without rows stamp only START, PUB1 and on. */
 enum v3_bwd_slot {
     V3B_START,   /* first instruction */
-    V3B_STAGED,  /* dout rows (cp.async, block barrier) and W3 rows (bulk copies) landed */
+    V3B_ISSUED,  /* dout rows' copies issued (cp.async, thread 0) */
+    V3B_DOUT,    /* dout rows landed (the row group's barrier after its wait) */
+    V3B_STAGED,  /* W3 rows (bulk copies, asked for before the grid wait) landed */
     V3B_DH2,     /* dh2_pre chain and ELU gradient */
     V3B_CLUSTER, /* cluster barrier */
     V3B_PUT2,    /* dh2_pre pushed to the cluster and stored */
