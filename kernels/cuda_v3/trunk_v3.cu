@@ -1028,8 +1028,8 @@ __global__ void __cluster_dims__(CL, 1, 1)
     /* The call's count, which every flag of the block holds at the start:
      * read from its dh1 flag, which only this block moves, after a block
      * barrier that every thread reaches after this load (its dh2 flag moves
-     * after the row group's barrier alone, maybe before the other group has
-     * read it). */
+     * once the row threads have arrived at `hand`, with no block barrier
+     * before it, so maybe before some thread has read it). */
     const unsigned count = __ldcg(flag_of(f.flags, DH1_DONE, blockIdx.x));
     stamp(false, V3B_START);
 
