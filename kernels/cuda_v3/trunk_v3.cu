@@ -260,11 +260,16 @@ __device__ __forceinline__ void stamp_item(int g, int k, int step, int tag)
 __device__ __forceinline__ void stage_rows(float *s, int ld, const float *g, int k, int row0,
                                            int rows, int limit)
 {
-    const int per = k / 4;
-    for (int p = threadIdx.x; p < rows * per; p += NT) {
-        const int r = p / per, q = p - r * per;
+    /* Piece p = r per + q of the rows, p = t, t + NT, ...: one division,
+     * then steps of NT pieces, so that no copy waits for a division. */
+    const int per = k / 4, dr = NT / per, dq = NT - dr * per;
+    int r = (int)threadIdx.x / per, q = (int)threadIdx.x - r * per;
+    while (r < rows) {
         const bool ok = row0 + r < limit;
         copy16(s + r * ld + 4 * q, ok ? g + (size_t)(row0 + r) * k + 4 * q : g, ok);
+        r += dr, q += dq;
+        if (q >= per)
+            r++, q -= per;
     }
 }
 
@@ -1023,7 +1028,15 @@ __global__ void __cluster_dims__(CL, 1, 1)
         mbar_expect_tx(bw3, (unsigned)(k3 * SW * 32 * 4));
         for (int k = 0; k < k3; k++)
             tma_load_2d(smem_u32(w3s + k * SW * 32), &f.mw3, 32 * k, c0, bw3);
+        tma_prefetch(&f.mw2); /* W2's copies are issued once dout has landed */
     }
+    /* The kernel's pointers (x, h1, h2, dout, ...) share a line of the
+     * constant bank that nothing before the wait reads: the first copy
+     * after it would wait for that line. A hint for dout's first row reads
+     * the line now (and reads no memory into the block: dout may still be
+     * in the making). */
+    if (threadIdx.x == 0)
+        prefetch_l2(f.dout + (size_t)min(row0, f.batch - 1) * f.aux);
     grid_dependency_wait();
     /* The call's count, which every flag of the block holds at the start:
      * read from its dh1 flag, which only this block moves, after a block
@@ -1067,6 +1080,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
                 tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
         }
+        stamp(false, V3B_W2ISSUED);
         mbar_wait_cta(bw3, 0);
         stamp(false, V3B_STAGED);
         chain(a, ds + rg * ldd, ldd, w3s + cg * 32, SW * 32, f.aux,

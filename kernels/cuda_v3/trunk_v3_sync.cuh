@@ -178,6 +178,20 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap *map
                  : "memory");
 }
 
+/* Asks for the tensor map's descriptor ahead of its first copy, so that
+ * the copy engine holds it when the copies are issued. */
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap *map)
+{
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+/* Asks for the line holding p into L2 (a hint: it reads nothing into the
+ * thread and orders nothing). */
+__device__ __forceinline__ void prefetch_l2(const void *p)
+{
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p) : "memory");
+}
+
 } /* namespace v3sync */
 
 #endif /* AUXTRUNK_TRUNK_V3_SYNC_CUH */
