@@ -1016,9 +1016,10 @@ __global__ void __cluster_dims__(CL, 1, 1)
      * were complete before the forward (an ordinary launch) began, so
      * before any block of this launch was placed. The block's rows of W3
      * (one box per 32 steps) then land while it waits; its rows of W2,
-     * needed only after dh2, are asked for once the rows dh2 needs have
-     * landed: the bytes in flight into an SM share its bandwidth from L2
-     * (docs/perf-notes-v3.md, "W2's slice after W1's"). */
+     * needed only after dh2, are asked for by the other group once the
+     * cluster's row threads have asked for dout's rows: the bytes in
+     * flight into an SM share its bandwidth from L2 (docs/perf-notes-v3.md,
+     * "W2's slice after W1's"). */
     if (rows && threadIdx.x == 0) {
         mbar_init(b2, 1);
         mbar_init(bw3, 1);
@@ -1028,7 +1029,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         mbar_expect_tx(bw3, (unsigned)(k3 * SW * 32 * 4));
         for (int k = 0; k < k3; k++)
             tma_load_2d(smem_u32(w3s + k * SW * 32), &f.mw3, 32 * k, c0, bw3);
-        tma_prefetch(&f.mw2); /* W2's copies are issued once dout has landed */
+        tma_prefetch(&f.mw2); /* W2's copies are issued after the wait */
     }
     /* The kernel's pointers (x, h1, h2, dout, ...) share a line of the
      * constant bank that nothing before the wait reads: the first copy
@@ -1059,6 +1060,14 @@ __global__ void __cluster_dims__(CL, 1, 1)
         cluster_arrive_relaxed();
         cluster_wait();
         if (threadIdx.x == NT) {
+            /* The block's rows of W2, needed after dh2: their eight boxes
+             * take 0.3 us to issue, which the row group's first warp no
+             * longer spends before its dh2 chain (docs/perf-notes-v3.md,
+             * "The backward's prologue"). The row threads arrive here once
+             * they have issued dout's copies. */
+            mbar_expect_tx(bw2, (unsigned)(k2 * SW * 32 * 4));
+            for (int k = 0; k < k2; k++)
+                tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
             mbar_wait_cta(hand, 0);
             st_release(flag_of(f.flags, DH2_DONE, blockIdx.x), count + 1u);
         }
@@ -1074,12 +1083,8 @@ __global__ void __cluster_dims__(CL, 1, 1)
         wait_copies<0>();
         group_sync(rowg);
         stamp(false, V3B_DOUT);
-        if (threadIdx.x == 0) {
-            mbar_expect_tx(bw2, (unsigned)(k2 * SW * 32 * 4));
-            for (int k = 0; k < k2; k++)
-                tma_load_2d(smem_u32(w2s + k * SW * 32), &f.mw2, 32 * k, c0, bw2);
+        if (threadIdx.x == 0)
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
-        }
         stamp(false, V3B_W2ISSUED);
         mbar_wait_cta(bw3, 0);
         stamp(false, V3B_STAGED);
