@@ -1085,7 +1085,7 @@ __global__ void __cluster_dims__(CL, 1, 1)
         stamp(false, V3B_DOUT);
         if (threadIdx.x == 0)
             mbar_expect_tx(b2, (unsigned)(R * f.n2 * 4));
-        stamp(false, V3B_W2ISSUED);
+        stamp(false, V3B_ARMED);
         mbar_wait_cta(bw3, 0);
         stamp(false, V3B_STAGED);
         chain(a, ds + rg * ldd, ldd, w3s + cg * 32, SW * 32, f.aux,
