@@ -48,7 +48,7 @@ enum v3_bwd_slot {
     V3B_START,   /* first instruction */
     V3B_ISSUED,  /* dout rows' copies issued (cp.async, thread 0) */
     V3B_DOUT,    /* dout rows landed (the row group's barrier after its wait) */
-    V3B_ARMED,   /* the dh2 exchange's bytes expected (thread 0; until 3.51.0, W2's copies issued) */
+    V3B_ARMED,   /* dh2 exchange's bytes expected (thread 0; 3.51.0: W2 issued) */
     V3B_STAGED,  /* W3 rows (bulk copies, asked for before the grid wait) landed */
     V3B_DH2,     /* dh2_pre chain and ELU gradient */
     V3B_CLUSTER, /* cluster barrier */
