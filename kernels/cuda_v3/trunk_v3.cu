@@ -67,9 +67,10 @@
  * Moving the weights from cp.async to boxes took 0.6 and 0.9 µs off the
  * two kernels' staging at B = 32 (docs/perf-notes-v3.md, 3.40 and 3.41).
  * Bytes in flight into an SM share its bandwidth from L2, so W2's slice
- * (forward) and W2's rows (backward) are asked for only once what the
- * first phase waits for has landed (x and W1; dout's rows), and land
- * during that phase (docs/perf-notes-v3.md, 3.49).
+ * (forward) is asked for only once x and W1 have landed, and W2's rows
+ * (backward) only once the cluster's row threads have asked for dout's
+ * rows, by the other group's first thread (docs/perf-notes-v3.md, 3.49
+ * and 3.51); both land during the first phase.
  *
  * One block per SM: every launch of either kernel asks for more than half
  * of an SM's shared memory (`sole`), padding where its layout needs less,
