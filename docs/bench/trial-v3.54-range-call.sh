@@ -15,7 +15,7 @@ H=build/host_stub/auxtrunk-host
 T=build/tests/cuda/test_cuda_v3
 M=.carry/bin/main/libauxtrunk.so; M3=.carry/bin/mid3/libauxtrunk.so
 t0=$(date +%s)
-el() { echo "t=$(( $(date +%s)-t0 ))"; }
+el() { echo "t=$(( $(date +%s)-t0 ))"; tar czf $OUT/res.tgz -C $R .; } # results so far come back even if the call is cut
 B=256,272,288,320,352,384,448,512,640,768,896,1024,1152,1280,1408,1536,1792,2047
 timeout 120 $H bench --plugin-dir $M --plugin-dir $M3 --batches $B --budget 0.5 --quiet --csv $R/range1.csv > $R/range1.txt 2>&1; sed -n '/^graph step/,$p' $R/range1.txt
 timeout 120 $H bench --plugin-dir $M3 --plugin-dir $M --batches $B --budget 0.5 --quiet --csv $R/range2.csv > $R/range2.txt 2>&1; sed -n '/^graph step/,$p' $R/range2.txt
