@@ -112,7 +112,7 @@ constexpr int RUN = 16;         /* samples per unrolled run of a tile's FMAs */
 constexpr int FLAG_STRIDE = 32;
 constexpr int FLAGS = 3 * MAX_BLOCKS * FLAG_STRIDE; /* words of one TM's set */
 enum { DH2_DONE = 0, DH1_DONE = 1, NODES_DONE = 2 };
-static_assert(V3_STATE_FLOATS == 3 * FLAGS, "one set of flags per TM (1, 2, 4)");
+static_assert(V3_FUSED_FLAG_FLOATS == 3 * FLAGS, "one set of flags per TM (1, 2, 4)");
 static_assert(V3_STATE_FLOATS % 64 == 0, "the state region keeps the workspace 256-byte aligned");
 static_assert(CHUNK % SLAB == 0, "a chunk is a whole number of slabs");
 static_assert(SLAB % RUN == 0, "a full slab is a whole number of runs");
@@ -1383,7 +1383,7 @@ inline Layout layout_of(atk_dims_t d, int batch)
 {
     const v2_grad_layout_t g = v2_grad_layout(d);
     Layout L;
-    L.dh2 = V3_STATE_FLOATS; /* the state region comes first (144 KiB) */
+    L.dh2 = V3_STATE_FLOATS; /* the state region comes first */
     L.dh1 = L.dh2 + (size_t)batch * d.h2;
     L.nodes = L.dh1 + (size_t)batch * d.h1;
     L.end = L.nodes + (batch > PAIR ? 2 * g.off[6] : 0);
@@ -1481,7 +1481,10 @@ extern "C" size_t v3_workspace_floats(atk_dims_t d, int max_batch)
     const size_t sg = v3_sgemm_workspace_floats(d, max_batch);
     const int b = max_batch < V3_MAX_BATCH ? max_batch : V3_MAX_BATCH;
     const size_t v3 = v3_supported(d) ? layout_of(d, b).end : 0;
-    const size_t m = V3_STATE_FLOATS + (v2 > sg ? v2 : sg);
+    const int mb = max_batch < V3_MID_MAX_BATCH ? max_batch : V3_MID_MAX_BATCH;
+    const size_t mid = mb >= V3_MID_MIN_BATCH ? v3_mid_workspace_floats(d, mb) : 0;
+    const size_t most = v2 > sg ? (v2 > mid ? v2 : mid) : (sg > mid ? sg : mid);
+    const size_t m = V3_STATE_FLOATS + most;
     return m > v3 ? m : v3;
 }
 
@@ -1502,7 +1505,8 @@ extern "C" cudaError_t v3_prepare(void)
         g_exclusive = exclusive;
     if ((e = v2_prepare()) != cudaSuccess || (e = v3_sgemm_prepare()) != cudaSuccess ||
         (e = prepare_tm<1>(0)) != cudaSuccess || (e = prepare_tm<2>(1)) != cudaSuccess ||
-        (e = prepare_tm<4>(2)) != cudaSuccess || (e = prepare_half()) != cudaSuccess)
+        (e = prepare_tm<4>(2)) != cudaSuccess || (e = prepare_half()) != cudaSuccess ||
+        (e = v3_mid_prepare()) != cudaSuccess)
         return e;
     /* A device that refuses cooperative cluster launches runs cuda-v2's
      * backward instead (the flags need every block resident). */
@@ -1599,11 +1603,24 @@ static bool fused_takes(int batch)
            bwd_plan_of(batch).tm == 1;
 }
 
+/* Whether v3_forward and v3_backward give `batch` to the mid path (the
+ * domain checks aside). */
+static bool mid_takes(int batch)
+{
+    return batch >= V3_MID_MIN_BATCH && batch <= V3_MID_MAX_BATCH && !fused_takes(batch);
+}
+
+/* The mid path's flags in the state region. */
+static float *mid_flags(float *workspace) { return workspace + V3_FUSED_FLAG_FLOATS; }
+
 extern "C" cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch,
-                                  float *h1, float *h2, float *out, cudaStream_t stream)
+                                  float *h1, float *h2, float *out, float *workspace,
+                                  cudaStream_t stream)
 {
     if (fused_takes(batch))
         return v3_fused_forward(d, p, x, batch, h1, h2, out, stream);
+    if (mid_takes(batch) && v3_mid_forward_ok(d, p, x, h1, h2, out, workspace))
+        return v3_mid_forward(d, p, x, batch, h1, h2, out, mid_flags(workspace), stream);
     if (batch >= V3_SGEMM_MIN_BATCH && v3_sgemm_forward_ok(d, p, x, h1, h2, out))
         return v3_sgemm_forward(d, p, x, batch, h1, h2, out, stream);
     return v2_forward(d, p, x, batch, h1, h2, out, stream);
@@ -1618,6 +1635,9 @@ extern "C" cudaError_t v3_backward_forked(atk_dims_t d, const atk_params_t *p, c
     if (fused_takes(batch))
         return v3_fused_backward(d, p, x, h1, h2, dout, batch, g, accumulate, workspace, stream);
     float *const ws = workspace + V3_STATE_FLOATS; /* the other paths' scratch */
+    if (mid_takes(batch) && v3_mid_backward_ok(d, p, x, h1, h2, dout, g, ws))
+        return v3_mid_backward(d, p, x, h1, h2, dout, batch, g, accumulate, mid_flags(workspace),
+                               ws, stream);
     if (batch >= V3_SGEMM_MIN_BATCH && v3_sgemm_backward_ok(d, p, x, h1, h2, dout, g, ws, batch))
         return v3_sgemm_backward_forked(d, p, x, h1, h2, dout, batch, g, accumulate, ws, stream,
                                         side, fork, join);

@@ -1,8 +1,11 @@
 /*
  * trunk_v3.h — CUDA kernel version 3 of the auxtrunk trunk: the small-batch
- * hot path (B <= V3_MAX_BATCH) as one persistent launch per call, the
- * large-batch core of trunk_v3_sgemm.h from V3_SGEMM_MIN_BATCH, and
- * cuda-v2's kernels (kernels/cuda_v2, linked, not copied) everywhere else.
+ * hot path (B <= V3_MAX_BATCH) as one persistent launch per call, the mid
+ * path of trunk_v3_mid.h (one persistent launch per call walking a tile
+ * list) between V3_MID_MIN_BATCH and V3_MID_MAX_BATCH where the fused path
+ * does not run, the large-batch core of trunk_v3_sgemm.h from
+ * V3_SGEMM_MIN_BATCH, and cuda-v2's kernels (kernels/cuda_v2, linked, not
+ * copied) everywhere else.
  * Exact: every output element is computed in the canonical order of
  * abi/auxtrunk_canon.h, bit-identical to the CPU reference; no atomics, no
  * host synchronisation, every launch on the caller's stream; x is never
@@ -72,6 +75,7 @@
 #include <cuda_runtime.h>
 
 #include "trunk_types.h"
+#include "trunk_v3_mid.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -94,9 +98,20 @@ extern "C" {
  * cuda-v2's, with one 3.2-5.3 µs shorter (docs/perf-notes-v3.md). */
 #define V3_FUSED_TM1_MAX_BATCH 256
 
-/* Floats at the workspace's start that keep the fused backward's flags from
- * call to call (3 sets x 3 flags x 128 blocks x one 128-byte line). */
-#define V3_STATE_FLOATS (3 * 3 * 128 * 32)
+/* Floats at the workspace's start that keep flags from call to call: the
+ * fused backward's (3 sets x 3 flags x 128 blocks x one 128-byte line),
+ * then the mid path's (V3_MID_FLAG_FLOATS, trunk_v3_mid.h). */
+#define V3_FUSED_FLAG_FLOATS (3 * 3 * 128 * 32)
+#define V3_STATE_FLOATS (V3_FUSED_FLAG_FLOATS + V3_MID_FLAG_FLOATS)
+
+/* Batches from V3_MID_MIN_BATCH to V3_MID_MAX_BATCH that the fused path
+ * does not take run the mid path (trunk_v3_mid.h) where its domain holds:
+ * on an H100 its graph step was 2-21 % shorter than cuda-v2's kernels at
+ * every batch measured from 272 to 1,792, and longer at 256 (the fused
+ * path) and at 2,047, where cuda-v2's 64 x 64 tiles start (from 1,985:
+ * docs/perf-notes-v3.md, "3.54.3 over its range"). */
+#define V3_MID_MIN_BATCH 257
+#define V3_MID_MAX_BATCH 1984
 
 /* Floats of workspace v3_backward needs for batches up to max_batch. */
 size_t v3_workspace_floats(atk_dims_t d, int max_batch);
@@ -113,11 +128,13 @@ int v3_supported(atk_dims_t d);
 
 /* Forward: h1 [B,H1], h2 [B,H2] (recorded or scratch) and out [B,AUX]: the
  * fused path up to V3_FUSED_MAX_BATCH (V3_FUSED_TM1_MAX_BATCH where one row
- * a thread fits), the large-batch core from
- * V3_SGEMM_MIN_BATCH (inside its domain), cuda-v2's kernels between and
- * elsewhere. */
+ * a thread fits), the mid path from V3_MID_MIN_BATCH to V3_MID_MAX_BATCH
+ * (its flags in the workspace's state region: workspace holds
+ * v3_workspace_floats, or is NULL, which leaves the mid path out), the
+ * large-batch core from V3_SGEMM_MIN_BATCH (inside its domain), cuda-v2's
+ * kernels between and elsewhere. */
 cudaError_t v3_forward(atk_dims_t d, const atk_params_t *p, const float *x, int batch, float *h1,
-                       float *h2, float *out, cudaStream_t stream);
+                       float *h2, float *out, float *workspace, cudaStream_t stream);
 
 /* Backward: the six gradients (overwrite, or g = g + result if accumulate)
  * from x, the recorded h1/h2 and dout. workspace holds v3_workspace_floats. Dispatched

@@ -110,7 +110,7 @@ extern "C" cudaError_t v3_fast_forward(atk_dims_t d, const atk_params_t *p, cons
 {
     float *const ws = workspace ? workspace + V3_STATE_FLOATS : NULL; /* past the exact state */
     if (!wgmma_forward_takes(d, p, x, batch, h1, h2, out))
-        return batch < V2_FAST_MIN_BATCH ? v3_forward(d, p, x, batch, h1, h2, out, stream)
+        return batch < V2_FAST_MIN_BATCH ? v3_forward(d, p, x, batch, h1, h2, out, workspace, stream)
                                          : v2_fast_forward(d, p, x, batch, h1, h2, out, stream);
     if (v3_wgmma_chain_forward_picked(batch) && v3_wgmma_chain_supported(d) && ws &&
         aligned16(ws)) /* the prepared weights, then one launch */

@@ -1,9 +1,9 @@
 /*
  * plugin_cuda_v3.c — libauxtrunk.so "cuda-v3": kernels/cuda_v3 (the fused
  * small-batch path: one launch per call for B <= V3_FUSED_MAX_BATCH, and up
- * to V3_FUSED_TM1_MAX_BATCH where one row a thread fits; the
- * large-batch core from V3_SGEMM_MIN_BATCH; cuda-v2's kernels between and
- * elsewhere; exact, deterministic,
+ * to V3_FUSED_TM1_MAX_BATCH where one row a thread fits; the mid path, one
+ * launch per call, up to V3_MID_MAX_BATCH; the large-batch core from
+ * V3_SGEMM_MIN_BATCH; cuda-v2's kernels elsewhere; exact, deterministic,
  * graph-capturable) behind the shared CUDA adapter
  * (plugin/cuda_common/cuda_plugin.c). This file is
  * the table: names, caps and the kernel functions of each mode. A handle
@@ -13,10 +13,11 @@
  * handle the exact kernels (AUXTRUNK_CAP_EXACT holds for it).
  *
  * Device memory per handle, besides the adapter's h1/h2/ih1/ih2:
- * v3_workspace_floats(dims, max_batch) floats: the fused backward's state
- * region (V3_STATE_FLOATS, 144 KiB of counting flags, which the adapter
- * zeroes at init), then the largest of cuda-v2's
- * workspace, the fused path's (dh2/dh1
+ * v3_workspace_floats(dims, max_batch) floats: the state region
+ * (V3_STATE_FLOATS, 208 KiB of counting flags of the fused backward and the
+ * mid path, which the adapter zeroes at init), then the largest of cuda-v2's
+ * workspace, the mid path's (dh2/dh1 [B, H2+H1] and one node of all P
+ * parameters per chunk), the fused path's (dh2/dh1
  * [min(max_batch, 1024), H2+H1], two tree nodes of all P parameters when
  * max_batch > 512) and the large-batch path's (cuda-v2's carve, and one
  * tree node of P floats per chunk up to 128 chunks, per chunk pair above:
@@ -35,8 +36,6 @@
 #define V3_STR_(x) #x
 #define V3_STR(x) V3_STR_(x)
 
-ATC_FORWARD_WITHOUT_WORKSPACE(v3_forward_ws, v3_forward)
-
 const atc_kernels_t atc_plugin_kernels = {
     .impl_name = "cuda-v3",
     .kernel_version =
@@ -49,7 +48,7 @@ const atc_kernels_t atc_plugin_kernels = {
         {
             .workspace_floats = v3_workspace_floats,
             .prepare = v3_prepare,
-            .forward = v3_forward_ws,
+            .forward = v3_forward,
             .backward = v3_backward,
             .backward_forked = v3_backward_forked,
         },
