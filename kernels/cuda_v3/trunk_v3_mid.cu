@@ -3,11 +3,11 @@
  * cooperative launch per call walking a list of tiles (trunk_v3_mid.h says
  * what the lists are and why they cannot deadlock).
  *
- * A block is NT threads (128; AUXTRUNK_V3_MID_NT), two an SM
- * (AUXTRUNK_V3_MID_PER_SM); thread t keeps 4 x 2 outputs of an R x 32 tile,
- * R = NT / 4 (32 x 32). Built with 256 threads and one block an SM (64 x 32
- * tiles) the same lists ran 7-18 % slower on an H100 (docs/perf-notes-v3.md,
- * "3.54 measured").
+ * A block is NT = 128 threads, two an SM (PER_SM); thread t keeps 4 x 2
+ * outputs of an R x 32 tile, R = NT / 4 (32 x 32). On an H100 the same
+ * lists' graph step was 11-18 % longer at B = 256-1,024 built with 256
+ * threads, one block an SM (64 x 32 tiles), and 5-22 % longer with four
+ * blocks an SM (docs/perf-notes-v3.md, "3.54 measured").
  * Three tile kinds, each staged in slabs of 32 reduction steps through a
  * ring of three by cp.async.cg (L2 only: what another block of the launch
  * wrote is read after an acquire, never from a stale L1 line):
@@ -33,14 +33,8 @@ namespace {
 using v3sync::ld_acquire;
 using v3sync::st_release;
 
-#ifndef AUXTRUNK_V3_MID_NT
-#define AUXTRUNK_V3_MID_NT 128
-#endif
-#ifndef AUXTRUNK_V3_MID_PER_SM
-#define AUXTRUNK_V3_MID_PER_SM 2
-#endif
-constexpr int NT = AUXTRUNK_V3_MID_NT;         /* threads per block */
-constexpr int PER_SM = AUXTRUNK_V3_MID_PER_SM; /* blocks of the grid per SM */
+constexpr int NT = 128;     /* threads per block */
+constexpr int PER_SM = 2;   /* blocks of the grid per SM */
 constexpr int R = NT / 4;   /* rows of a tile (k-rows of a weight tile): 16 row groups of 4 */
 constexpr int C = 32;       /* columns of a tile: 16 column groups of 2 */
 constexpr int KS = 32;      /* reduction steps per slab */
