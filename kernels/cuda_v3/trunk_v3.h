@@ -105,13 +105,16 @@ extern "C" {
 #define V3_STATE_FLOATS (V3_FUSED_FLAG_FLOATS + V3_MID_FLAG_FLOATS)
 
 /* Batches from V3_MID_MIN_BATCH to V3_MID_MAX_BATCH that the fused path
- * does not take run the mid path (trunk_v3_mid.h) where its domain holds:
- * on an H100 its graph step was 2-21 % shorter than cuda-v2's kernels at
- * every batch measured from 272 to 1,792, and longer at 256 (the fused
- * path) and at 2,047, where cuda-v2's 64 x 64 tiles start (from 1,985:
- * docs/perf-notes-v3.md, "3.54.3 over its range"). */
+ * does not take run the mid path (trunk_v3_mid.h) where its domain holds.
+ * On an H100 its graph step was 2-17 % shorter than cuda-v2's kernels at
+ * every batch measured from 272 to 1,792, level at 257, and longer at 256
+ * (the fused path) and at 1,984 and 2,047 (docs/perf-notes-v3.md, "3.54.3
+ * over its range" and "3.55.0's landing call"). Its bits have been shown
+ * on a GPU up to B = 1,031 (test_cuda_plugin.c, exact_small_batches and
+ * exact_production), so it stops at 1,024 until exact_mid_batches (up to
+ * 1,792) has run on one. */
 #define V3_MID_MIN_BATCH 257
-#define V3_MID_MAX_BATCH 1984
+#define V3_MID_MAX_BATCH 1024
 
 /* Floats of workspace v3_backward needs for batches up to max_batch. */
 size_t v3_workspace_floats(atk_dims_t d, int max_batch);

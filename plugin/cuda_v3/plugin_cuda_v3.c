@@ -24,8 +24,8 @@
  * v3_sgemm_workspace_floats): the paths never run in one call. For the
  * production topology that is cuda-v2's figure
  * (plugin/cuda_v2/plugin_cuda_v2.c) and the state region, but for
- * max_batch from 257 to 1,792, where the mid path keeps a node per chunk
- * and cuda-v2 fewer (up to 1.58 MB more, at 1,281), and from 16,384 to
+ * max_batch from 257 to 1,153, where the mid path keeps a node per chunk
+ * and cuda-v2 fewer (up to 0.92 MB more, at 769), and from 16,384 to
  * 65,024, where up to 64 nodes more (42 MB at 32,768) are kept. In
  * fast mode v3_fast_workspace_floats (trunk_v3_fast.h says what it holds).
  */

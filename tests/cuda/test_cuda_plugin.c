@@ -683,6 +683,20 @@ START_TEST(exact_small_batches)
     run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x5b);
 }
 END_TEST
+
+/* Up to 1,792, where cuda-v3's mid path measured faster than cuda-v2's
+ * kernels (kernels/cuda_v3/trunk_v3.h, V3_MID_MAX_BATCH): five to seven
+ * chunks, so odd and even trees; a partial last row block and chunk. */
+START_TEST(exact_mid_batches)
+{
+    REQUIRE_GPU();
+    static const sweep_t sweeps[] = {
+        {PRODUCTION, 1792, {1026, 1280, 1537, 1791, 1792, 0}, 0, 0},
+        {{256, 64, 32, 200}, 1792, {1100, 1792, 0}, 0, 0},
+    };
+    run_sweeps(sweeps, sizeof sweeps / sizeof sweeps[0], 0x5d);
+}
+END_TEST
 #endif
 
 #ifdef CUDA_LARGE_EXACT_MIN_BATCH
@@ -1539,6 +1553,7 @@ static Suite *make_suite(const char *mode)
         tcase_add_test(tc, exact_production);
 #if CUDA_SMALL_BATCHES
         tcase_add_test(tc, exact_small_batches);
+        tcase_add_test(tc, exact_mid_batches);
 #endif
 #ifdef CUDA_LARGE_EXACT_MIN_BATCH
         tcase_add_test(tc, exact_large_batches);
