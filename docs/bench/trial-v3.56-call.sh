@@ -10,8 +10,10 @@
 # Carry .carry: check/ (tests/cuda/run_on_gpu.sh says how), b/ (main's build:
 # host_stub/auxtrunk-host, host_stub/libauxtrunk_bench_cublas.so,
 # plugins/{cpu,cuda-v2,cuda-v3}/libauxtrunk.so, tests/cuda/test_cuda_v3),
-# bin/main (main's cuda-v3) and bin/v356 (main with the diff applied). About
-# 450 s of device time; results saved after each phase.
+# bin/main (main's cuda-v3), bin/v356 (main with the diff applied) and
+# bin/w96 (3.55.1: main with bench/trial-v3.55.1-v2-wave.diff, cuda-v2's
+# 64 x 64 tiles from 96 blocks instead of 128, benched beside them). About
+# 480 s of device time; results saved after each phase.
 set -u
 R=$(mktemp -d)
 nvidia-smi -L
@@ -19,7 +21,7 @@ nvidia-smi -L
 mkdir -p build && cp -r .carry/b/* build/
 H=build/host_stub/auxtrunk-host
 T=build/tests/cuda/test_cuda_v3
-M=.carry/bin/main/libauxtrunk.so; V=.carry/bin/v356/libauxtrunk.so
+M=.carry/bin/main/libauxtrunk.so; V=.carry/bin/v356/libauxtrunk.so; W=.carry/bin/w96/libauxtrunk.so
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 t0=$(date +%s)
@@ -27,12 +29,12 @@ el() { echo "t=$(( $(date +%s)-t0 ))"; tar czf $OUT/res.tgz -C $R .; }
 bench() {
   local name=$1 b=$2; shift 2
   local args=(); for p in "$@"; do args+=(--plugin-dir "$p"); done
-  timeout 120 $H bench "${args[@]}" --batches $b --budget 0.5 --quiet --csv $R/$name.csv > $R/$name.txt 2>&1
+  timeout 150 $H bench "${args[@]}" --batches $b --budget 0.5 --quiet --csv $R/$name.csv > $R/$name.txt 2>&1
   sed -n '/^graph step/,$p' $R/$name.txt
 }
-B=257,384,512,768,1024,1280,1536,1792
-bench order1 $B $M $V
-bench order2 $B $V $M
+B=257,384,512,768,1024,1280,1408,1536,1792,1984
+bench order1 $B $M $V $W
+bench order2 $B $W $V $M
 el
 cp $V build/plugins/cuda-v3/libauxtrunk.so
 for c in exact graph fast; do
