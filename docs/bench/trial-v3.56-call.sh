@@ -13,7 +13,8 @@
 # bin/main (main's cuda-v3), bin/v356 (main with the diff applied) and
 # bin/w96 (3.55.1: main with bench/trial-v3.55.1-v2-wave.diff, cuda-v2's
 # 64 x 64 tiles from 96 blocks instead of 128, benched beside them). About
-# 480 s of device time; results saved after each phase.
+# 600 s of device time (racecheck last, cut off first where time is short:
+# run it again alone then); results saved after each phase.
 set -u
 R=$(mktemp -d)
 nvidia-smi -L
