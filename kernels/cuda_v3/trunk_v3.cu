@@ -1483,7 +1483,9 @@ extern "C" size_t v3_workspace_floats(atk_dims_t d, int max_batch)
     const size_t v3 = v3_supported(d) ? layout_of(d, b).end : 0;
     const int mb = max_batch < V3_MID_MAX_BATCH ? max_batch : V3_MID_MAX_BATCH;
     const size_t mid = mb >= V3_MID_MIN_BATCH ? v3_mid_workspace_floats(d, mb) : 0;
-    const size_t most = v2 > sg ? (v2 > mid ? v2 : mid) : (sg > mid ? sg : mid);
+    size_t most = v2 > sg ? v2 : sg;
+    if (mid > most)
+        most = mid;
     const size_t m = V3_STATE_FLOATS + most;
     return m > v3 ? m : v3;
 }
